@@ -1,0 +1,98 @@
+package reconcile
+
+import (
+	"context"
+	"encoding/json"
+
+	"github.com/objectstack-fleet/reconciler/registry"
+	"github.com/objectstack-fleet/reconciler/snapshot"
+)
+
+// Desired is what one entry should be, built from the current rows and
+// everything the entry resolved. Materializers build instances from it.
+type Desired struct {
+	Kind      registry.Kind
+	Key       string
+	Revision  int64
+	Signature string
+
+	// Body is the entry's own body: the metadata JSON object for connector
+	// and engine entries, the row (driver, config, pool, external, active)
+	// as a JSON object for datasource entries.
+	Body json.RawMessage
+
+	// Metadata is the source row of connector and engine entries.
+	Metadata *snapshot.MetadataRow
+	// Datasource is the source row of datasource entries.
+	Datasource *snapshot.DatasourceRow
+
+	// CredentialRef is the credential the entry resolved ("" if none).
+	CredentialRef string
+	// Secret is that credential's value (connector: auth.credentialRef;
+	// datasource: external.credentialsRef or the borrowed connector's).
+	Secret snapshot.Secret
+
+	// Refs are the resolved references of an engine entry (registry refs of
+	// the items it names, all present): "engine/object/account",
+	// "datasource/crm".
+	Refs []registry.Ref
+}
+
+// Ref returns the entry's registry address.
+func (d Desired) Ref() registry.Ref { return registry.Ref{Kind: d.Kind, Key: d.Key} }
+
+// Materializer builds live instances of one kind. Materialize must honour
+// ctx (apply.timeout) and classify failures with Refused, Invalid or
+// Transient; an unclassified error counts as transient. It never closes the
+// previous instance: the loop swaps and closes after success.
+type Materializer interface {
+	Materialize(ctx context.Context, d Desired) (registry.Instance, error)
+}
+
+// MaterializerFunc adapts a function to Materializer.
+type MaterializerFunc func(ctx context.Context, d Desired) (registry.Instance, error)
+
+// Materialize calls f.
+func (f MaterializerFunc) Materialize(ctx context.Context, d Desired) (registry.Instance, error) {
+	return f(ctx, d)
+}
+
+// NopInstance is an instance with nothing to close.
+type NopInstance struct{}
+
+// Close does nothing.
+func (NopInstance) Close() error { return nil }
+
+// Change is one applied change, as told to notify targets: addresses and
+// states only, never bodies or secrets.
+type Change struct {
+	Kind     registry.Kind  `json:"kind"`
+	Key      string         `json:"key"`
+	Action   Action         `json:"action"`
+	Revision int64          `json:"revision"`
+	State    registry.State `json:"state"`
+}
+
+// Action is what a pass did to an entry.
+type Action string
+
+// The actions.
+const (
+	ActionCreate  Action = "create"
+	ActionRebuild Action = "rebuild"
+	ActionEvict   Action = "evict"
+	ActionRetry   Action = "retry"
+)
+
+// ChangeSet is what one pass changed.
+type ChangeSet struct {
+	Replica string   `json:"replica"`
+	Cursor  string   `json:"cursor"`
+	Changes []Change `json:"changes"`
+}
+
+// Notifier is told about each pass that changed something. Notify must not
+// block the loop: implementations queue and coalesce.
+type Notifier interface {
+	Notify(cs ChangeSet)
+}

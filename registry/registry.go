@@ -1,0 +1,139 @@
+package registry
+
+import (
+	"sort"
+	"sync"
+)
+
+// Registry is the set of entries of one kind. Safe for concurrent use; it
+// never calls out while holding its lock.
+type Registry struct {
+	kind    Kind
+	mu      sync.RWMutex
+	entries map[string]*Entry
+}
+
+// New returns an empty registry of kind k.
+func New(k Kind) *Registry {
+	return &Registry{kind: k, entries: make(map[string]*Entry)}
+}
+
+// Kind returns the registry's kind.
+func (r *Registry) Kind() Kind { return r.kind }
+
+// Get returns a copy of the entry for key.
+func (r *Registry) Get(key string) (Entry, bool) {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	e, ok := r.entries[key]
+	if !ok {
+		return Entry{}, false
+	}
+	return *e, true
+}
+
+// Put stores a copy of e under e.Key.
+func (r *Registry) Put(e Entry) {
+	e.Kind = r.kind
+	r.mu.Lock()
+	r.entries[e.Key] = &e
+	r.mu.Unlock()
+}
+
+// Update applies fn to the entry for key under the lock (fn must not block)
+// and reports whether it existed.
+func (r *Registry) Update(key string, fn func(*Entry)) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	e, ok := r.entries[key]
+	if ok {
+		fn(e)
+	}
+	return ok
+}
+
+// Delete removes key and returns the removed entry.
+func (r *Registry) Delete(key string) (Entry, bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	e, ok := r.entries[key]
+	if !ok {
+		return Entry{}, false
+	}
+	delete(r.entries, key)
+	return *e, true
+}
+
+// Len returns the number of entries.
+func (r *Registry) Len() int {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	return len(r.entries)
+}
+
+// Keys returns every key, sorted.
+func (r *Registry) Keys() []string {
+	r.mu.RLock()
+	keys := make([]string, 0, len(r.entries))
+	for k := range r.entries {
+		keys = append(keys, k)
+	}
+	r.mu.RUnlock()
+	sort.Strings(keys)
+	return keys
+}
+
+// List returns copies of the entries matching filter (nil: all), sorted by key.
+func (r *Registry) List(filter func(*Entry) bool) []Entry {
+	r.mu.RLock()
+	out := make([]Entry, 0, len(r.entries))
+	for _, e := range r.entries {
+		if filter == nil || filter(e) {
+			out = append(out, *e)
+		}
+	}
+	r.mu.RUnlock()
+	sort.Slice(out, func(i, j int) bool { return out[i].Key < out[j].Key })
+	return out
+}
+
+// Counts returns the number of entries per state.
+func (r *Registry) Counts() map[State]int {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	c := make(map[State]int, len(States))
+	for _, e := range r.entries {
+		c[e.State]++
+	}
+	return c
+}
+
+// Set is the four registries of a replica.
+type Set struct {
+	byKind map[Kind]*Registry
+}
+
+// NewSet returns empty registries of every kind.
+func NewSet() *Set {
+	s := &Set{byKind: make(map[Kind]*Registry, len(Kinds))}
+	for _, k := range Kinds {
+		s.byKind[k] = New(k)
+	}
+	return s
+}
+
+// Of returns the registry of kind k (nil for an unknown kind).
+func (s *Set) Of(k Kind) *Registry { return s.byKind[k] }
+
+// List returns the entries of kind k ("" for every kind) in state st
+// ("" for every state), ordered by kind (apply order) then key.
+func (s *Set) List(k Kind, st State) []Entry {
+	var out []Entry
+	for _, kind := range Kinds {
+		if k != "" && kind != k {
+			continue
+		}
+		out = append(out, s.byKind[kind].List(func(e *Entry) bool { return st == "" || e.State == st })...)
+	}
+	return out
+}

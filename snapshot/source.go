@@ -1,0 +1,185 @@
+package snapshot
+
+import (
+	"context"
+	"encoding/json"
+	"time"
+)
+
+// Table names a source table whose rows are desired state.
+type Table string
+
+// The source tables (DESIGN §3).
+const (
+	TableMetadata   Table = "sys_metadata"
+	TableCredential Table = "sys_connector_credential"
+	TableDatasource Table = "sys_datasource"
+)
+
+// Address is the key of one source row: a metadata id, a credential ref or a
+// datasource name. Journal entries are addresses only; callers re-read rows.
+type Address struct {
+	Table Table  `json:"table"`
+	Key   string `json:"key"`
+}
+
+// Cursor is where a poll resumes. It is opaque to callers apart from its
+// printed form; compare cursors only through a Source.
+type Cursor struct {
+	// StoreID identifies the store (set at migrate); a different one means a
+	// new database, so the cursor has regressed.
+	StoreID string `json:"store_id"`
+	// Seq is the highest journal seq this cursor has seen (SQLite: the cursor
+	// itself; PostgreSQL: used to detect a restored, older journal).
+	Seq int64 `json:"seq"`
+	// Snapshot is the textual pg_snapshot "xmin:xmax:xip,..." on PostgreSQL,
+	// empty on SQLite.
+	Snapshot string `json:"snapshot,omitempty"`
+	// At is when the cursor was taken, by the store's clock.
+	At time.Time `json:"at"`
+}
+
+// IsZero reports whether c was never set (a relist is needed).
+func (c Cursor) IsZero() bool { return c.StoreID == "" }
+
+// String prints the cursor for status and logs.
+func (c Cursor) String() string {
+	if c.IsZero() {
+		return "none"
+	}
+	if c.Snapshot != "" {
+		return c.Snapshot
+	}
+	return "seq:" + itoa(c.Seq)
+}
+
+// MetadataRow is one sys_metadata row.
+type MetadataRow struct {
+	ID             string          `json:"id"`
+	OrganizationID string          `json:"organization_id"`
+	Type           string          `json:"type"`
+	Name           string          `json:"name"`
+	State          string          `json:"state"`
+	Metadata       json.RawMessage `json:"metadata"`
+	Version        int64           `json:"version"`
+	Checksum       string          `json:"checksum,omitempty"` // "" when NULL
+	Revision       int64           `json:"revision"`
+	UpdatedAt      time.Time       `json:"updated_at"`
+}
+
+// CredentialRow is one sys_connector_credential row. Value is a Secret so
+// that it cannot be printed by accident.
+type CredentialRow struct {
+	Ref       string    `json:"ref"`
+	Value     Secret    `json:"-"`
+	Cleared   bool      `json:"cleared"` // value IS NULL
+	Revision  int64     `json:"revision"`
+	UpdatedAt time.Time `json:"updated_at"`
+}
+
+// DatasourceRow is one sys_datasource row.
+type DatasourceRow struct {
+	Name      string          `json:"name"`
+	Driver    string          `json:"driver"`
+	Config    json.RawMessage `json:"config"`
+	Pool      json.RawMessage `json:"pool"`
+	External  json.RawMessage `json:"external"`
+	Active    bool            `json:"active"`
+	Revision  int64           `json:"revision"`
+	UpdatedAt time.Time       `json:"updated_at"`
+}
+
+// Rows is a set of current source rows. A key asked for in Read but absent
+// from Rows has been deleted.
+type Rows struct {
+	Metadata    []MetadataRow
+	Credentials []CredentialRow
+	Datasources []DatasourceRow
+}
+
+// Len is the number of rows of all tables.
+func (r Rows) Len() int { return len(r.Metadata) + len(r.Credentials) + len(r.Datasources) }
+
+// Blocker is an open writing transaction that holds back changes: they will
+// apply when it commits. No query text is reported (it may hold secrets).
+type Blocker struct {
+	PID     int           `json:"pid"`
+	XactAge time.Duration `json:"xact_age"`
+	State   string        `json:"state"`
+	App     string        `json:"application_name,omitempty"`
+}
+
+// Stall describes how far the store's committed changes are ahead of what a
+// cursor can see.
+type Stall struct {
+	// Pending is the number of journal entries not yet visible to the cursor.
+	Pending int64 `json:"pending"`
+	// Blockers are open writing transactions older than the asked minimum age
+	// (PostgreSQL only).
+	Blockers []Blocker `json:"blockers,omitempty"`
+}
+
+// Replica is one heartbeat row of sys_reconciler_replica.
+type Replica struct {
+	ReplicaID   string           `json:"replica_id"`
+	Host        string           `json:"host"`
+	PID         int              `json:"pid"`
+	Version     string           `json:"version"`
+	StartedAt   time.Time        `json:"started_at"`
+	HeartbeatAt time.Time        `json:"heartbeat_at"`
+	Cursor      string           `json:"cursor"`
+	CursorSeq   int64            `json:"cursor_seq"`
+	CursorAt    time.Time        `json:"cursor_at"`
+	Counts      map[string]int64 `json:"counts"` // "kind/state" or "state" → n
+	Stopped     bool             `json:"stopped"`
+	LastError   string           `json:"last_error,omitempty"`
+}
+
+// Watermark is the store's current head: the newest journal seq and when it
+// was read. Fleet views compare replicas' cursors with it.
+type Watermark struct {
+	Seq int64     `json:"seq"`
+	At  time.Time `json:"at"`
+}
+
+// Source is the store seen by the reconcile loop. Implementations are safe
+// for concurrent use.
+type Source interface {
+	// Poll returns the addresses changed since cur (duplicates possible) and
+	// the cursor to resume from. It returns ErrCursorExpired when entries
+	// past cur were pruned and ErrCursorRegressed when the store went
+	// backwards or is another store; the caller must Relist.
+	Poll(ctx context.Context, cur Cursor) ([]Address, Cursor, error)
+	// Read returns the current rows for the addresses (any table); missing
+	// keys were deleted.
+	Read(ctx context.Context, addrs []Address) (Rows, error)
+	// Relist reads every row of the source tables in one consistent snapshot
+	// and returns the cursor that resumes exactly after it.
+	Relist(ctx context.Context) (Rows, Cursor, error)
+	// Prune deletes journal entries older than retention, records the pruned
+	// horizon and returns how many were deleted. Safe to call from every
+	// replica: one at a time does the work.
+	Prune(ctx context.Context, retention time.Duration) (int64, error)
+	// Stall reports what cur cannot see yet, naming open writing
+	// transactions older than minAge.
+	Stall(ctx context.Context, cur Cursor, minAge time.Duration) (Stall, error)
+	// Head returns the store's current watermark.
+	Head(ctx context.Context) (Watermark, error)
+
+	// Heartbeat upserts this replica's row.
+	Heartbeat(ctx context.Context, r Replica) error
+	// Replicas lists every replica's heartbeat row.
+	Replicas(ctx context.Context) ([]Replica, error)
+	// WriteDrift stores the latest drift report of a replica.
+	WriteDrift(ctx context.Context, replicaID string, at time.Time, report json.RawMessage) error
+
+	// Close releases the store's connections.
+	Close()
+}
+
+// Hinter is implemented by stores that can wake the loop early. Listen
+// blocks until ctx ends, calling wake (non-blocking) on every hint; it
+// reconnects by itself and returns only ctx's error.
+type Hinter interface {
+	Listen(ctx context.Context, wake func()) error
+}
