@@ -1,0 +1,122 @@
+package reconcile
+
+import (
+	"log/slog"
+	"time"
+
+	"github.com/objectstack-fleet/reconciler/registry"
+	"github.com/objectstack-fleet/reconciler/snapshot"
+)
+
+// Options configure a Reconciler. Zero values take the documented defaults.
+type Options struct {
+	ReplicaID        string        // default: hostname
+	PollInterval     time.Duration // default 1s
+	PollJitter       time.Duration // default 10% of PollInterval
+	ResyncInterval   time.Duration // anti-entropy relist; default 10m; <0 disables
+	ApplyConcurrency int           // default 4
+	ApplyTimeout     time.Duration // default 30s
+	StallAge         time.Duration // open transactions older than this are reported; default 5×PollInterval
+
+	// Materializers per kind. A kind without one gets a no-op materializer
+	// (credential entries never need one).
+	Materializers map[registry.Kind]Materializer
+	// Notifier, if set, is told about every pass that changed something.
+	Notifier Notifier
+	// Metrics, if set, is updated by the loop.
+	Metrics *Metrics
+	// Logger; default discards.
+	Logger *slog.Logger
+	// OnPass, if set, is called after every pass (from the loop goroutine;
+	// must not block for long).
+	OnPass func(PassResult)
+}
+
+// Trigger names why a pass ran (label of reconciler_passes_total).
+type Trigger string
+
+// The triggers.
+const (
+	TriggerStart       Trigger = "start"
+	TriggerPoll        Trigger = "poll"
+	TriggerHint        Trigger = "hint"
+	TriggerManual      Trigger = "trigger"
+	TriggerResync      Trigger = "resync"
+	TriggerAntiEntropy Trigger = "anti_entropy"
+	TriggerExpired     Trigger = "expired"
+	TriggerRegressed   Trigger = "regressed"
+	TriggerRetry       Trigger = "retry"
+	TriggerRecovered   Trigger = "recovered"
+)
+
+// PassResult describes one pass.
+type PassResult struct {
+	Trigger  Trigger         `json:"trigger"`
+	At       time.Time       `json:"at"`
+	Duration time.Duration   `json:"duration"`
+	Relist   bool            `json:"relist"`
+	Changes  []Change        `json:"changes,omitempty"`
+	Cursor   snapshot.Cursor `json:"cursor"`
+	Err      string          `json:"error,omitempty"`
+}
+
+// Status is a point-in-time view of the loop for /v1/status and heartbeats.
+type Status struct {
+	Replica    string          `json:"replica"`
+	StartedAt  time.Time       `json:"started_at"`
+	Synced     bool            `json:"synced"` // first full sync done
+	StoreUp    bool            `json:"store_up"`
+	Cursor     snapshot.Cursor `json:"cursor"`
+	LagSeconds float64         `json:"lag_seconds"` // age of the newest cursor
+	LastPass   *PassResult     `json:"last_pass,omitempty"`
+	LastError  string          `json:"last_error,omitempty"`
+	// Counts per kind and state.
+	Counts map[registry.Kind]map[registry.State]int `json:"counts"`
+	// Stall names open writing transactions holding back changes.
+	Stall  snapshot.Stall `json:"stall"`
+	Passes int64          `json:"passes"`
+}
+
+// DriftItem is one entry that differs from what the rows say.
+type DriftItem struct {
+	Kind            registry.Kind  `json:"kind"`
+	Key             string         `json:"key"`
+	State           registry.State `json:"state,omitempty"`
+	Reason          string         `json:"reason,omitempty"`
+	Since           time.Time      `json:"since,omitzero"`
+	Revision        int64          `json:"revision"`
+	ServingRevision int64          `json:"serving_revision"`
+}
+
+// DriftSummary counts a drift report's sections.
+type DriftSummary struct {
+	Desired            int `json:"desired"`
+	Ready              int `json:"ready"`
+	NotReady           int `json:"not_ready"`
+	SignatureMismatch  int `json:"signature_mismatch"`
+	Orphans            int `json:"orphans"`
+	Missing            int `json:"missing"`
+	ChecksumMismatches int `json:"checksum_mismatches"`
+}
+
+// DriftReport says what differs between the desired rows and this
+// replica's registries (DESIGN §8). It never contains a secret.
+type DriftReport struct {
+	Replica            string         `json:"replica"`
+	At                 time.Time      `json:"at"`
+	Cursor             string         `json:"cursor"`
+	LagSeconds         float64        `json:"lag_seconds"`
+	Summary            DriftSummary   `json:"summary"`
+	NotReady           []DriftItem    `json:"not_ready"`
+	SignatureMismatch  []DriftItem    `json:"signature_mismatch"`
+	Orphans            []DriftItem    `json:"orphans"`
+	Missing            []DriftItem    `json:"missing"`
+	ChecksumMismatches []DriftItem    `json:"checksum_mismatches"`
+	Stall              snapshot.Stall `json:"stall"`
+}
+
+// Clean reports whether the report found no drift.
+func (d DriftReport) Clean() bool {
+	s := d.Summary
+	return s.NotReady+s.SignatureMismatch+s.Orphans+s.Missing+s.ChecksumMismatches == 0 && len(d.Stall.Blockers) == 0
+}
