@@ -1,0 +1,33 @@
+# reconciler — see README.md.
+GO      ?= go
+BIN     := bin/reconciler
+VERSION ?= $(shell git describe --always --dirty 2>/dev/null || echo dev)
+LDFLAGS := -X main.version=$(VERSION)
+
+.PHONY: build run test bench chaos lint clean
+
+build:
+	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN) ./cmd/reconciler
+
+# Runs the daemon on the embedded SQLite store with a small demo.
+run: build
+	scripts/demo.sh
+
+# Uses RECONCILER_TEST_DATABASE_URL when set, else a private throwaway PostgreSQL.
+test:
+	$(GO) vet ./...
+	scripts/with-postgres.sh $(GO) test -count=1 -timeout 15m ./...
+
+bench: build
+	scripts/with-postgres.sh scripts/bench.sh
+
+chaos: build
+	scripts/with-postgres.sh $(GO) test -count=1 -timeout 60m -run 'TestChaos' -chaos.long ./chaos/...
+
+lint:
+	gofmt -l . | (! grep .)
+	$(GO) vet ./...
+	$(GO) run honnef.co/go/tools/cmd/staticcheck@latest ./... || true
+
+clean:
+	rm -rf bin demo
