@@ -1,0 +1,462 @@
+package config
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"net"
+	"net/url"
+	"os"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/robfig/cron/v3"
+	"github.com/spf13/cast"
+	"github.com/spf13/pflag"
+	"github.com/spf13/viper"
+)
+
+// DefaultFile is the file loaded when --config is not given and it exists.
+const DefaultFile = "config.yaml"
+
+// EnvPrefix prefixes every key's environment variable.
+const EnvPrefix = "RECONCILER"
+
+// Config is a loaded, validated configuration.
+type Config struct {
+	ReplicaID        string
+	StoreURL         string
+	PollInterval     time.Duration
+	PollJitter       time.Duration
+	ResyncInterval   time.Duration // 0: anti-entropy relists off
+	HintListen       bool
+	ApplyConcurrency int
+	ApplyTimeout     time.Duration
+	JournalRetention time.Duration
+	DriftSchedule    string // "" disables scheduled reports
+	DriftDir         string
+	StatusListen     string
+	StatusTokenEnv   string
+	WebhookURL       string
+	WebhookSecretEnv string
+	ExecCommand      []string
+	LogLevel         slog.Level
+	LogFormat        string // "text" or "json"
+
+	// File is the file the configuration was read from ("" for none).
+	File string
+}
+
+// Source says where Load reads from.
+type Source struct {
+	// File is the --config value: "" loads ./config.yaml when it exists.
+	File string
+	// Flags holds flags added by AddFlags (nil: none). Only flags the user
+	// set override the other sources.
+	Flags *pflag.FlagSet
+}
+
+// Error is a validation problem with one key.
+type Error struct {
+	Key     string
+	Problem string
+}
+
+func (e *Error) Error() string { return e.Key + ": " + e.Problem }
+
+// cronParser parses drift.schedule: standard 5-field specs, an optional
+// leading seconds field, and descriptors such as @hourly or @every 15m.
+var cronParser = cron.NewParser(cron.SecondOptional | cron.Minute | cron.Hour | cron.Dom | cron.Month | cron.Dow | cron.Descriptor)
+
+// ParseSchedule parses a drift.schedule spec.
+func ParseSchedule(spec string) (cron.Schedule, error) { return cronParser.Parse(spec) }
+
+// Load reads, merges and validates the configuration.
+func Load(src Source) (*Config, error) {
+	file, data, err := readFile(src.File)
+	if err != nil {
+		return nil, err
+	}
+	return load(file, data, src.Flags)
+}
+
+// Parse merges YAML file contents (named file in errors) with the defaults,
+// the environment and flags, and validates the result.
+func Parse(file string, data []byte, flags *pflag.FlagSet) (*Config, error) {
+	return load(file, data, flags)
+}
+
+func readFile(name string) (string, []byte, error) {
+	explicit := name != ""
+	if !explicit {
+		name = DefaultFile
+	}
+	data, err := os.ReadFile(name)
+	if err != nil {
+		if !explicit && errors.Is(err, fs.ErrNotExist) {
+			return "", nil, nil
+		}
+		return "", nil, fmt.Errorf("config file %s: %w", name, unwrapPathError(err))
+	}
+	return name, data, nil
+}
+
+func unwrapPathError(err error) error {
+	var pe *fs.PathError
+	if errors.As(err, &pe) {
+		return pe.Err
+	}
+	return err
+}
+
+func load(file string, data []byte, flags *pflag.FlagSet) (*Config, error) {
+	v := viper.New()
+	for _, k := range Keys() {
+		v.SetDefault(k.Name, k.Default)
+		// Bind explicitly so that every key is read from its variable even
+		// when no other source mentions it.
+		_ = v.BindEnv(k.Name, EnvName(k.Name))
+	}
+	if file != "" {
+		if err := checkFileKeys(file, data); err != nil {
+			return nil, err
+		}
+		v.SetConfigType("yaml")
+		if err := v.ReadConfig(bytes.NewReader(data)); err != nil {
+			return nil, fmt.Errorf("config file %s: %w", file, err)
+		}
+	}
+	if flags != nil {
+		for _, k := range Keys() {
+			if f := flags.Lookup(k.Name); f != nil {
+				if err := v.BindPFlag(k.Name, f); err != nil {
+					return nil, fmt.Errorf("bind flag --%s: %w", k.Name, err)
+				}
+			}
+		}
+	}
+	c, err := decode(v)
+	if err != nil {
+		if file != "" {
+			return nil, fmt.Errorf("config (file %s): %w", file, err)
+		}
+		return nil, fmt.Errorf("config: %w", err)
+	}
+	c.File = file
+	return c, nil
+}
+
+// EnvName returns the environment variable of key: RECONCILER_POLL_INTERVAL.
+func EnvName(key string) string {
+	return EnvPrefix + "_" + strings.ToUpper(strings.ReplaceAll(key, ".", "_"))
+}
+
+// checkFileKeys rejects keys the daemon does not know, so that a typo does
+// not silently fall back to a default.
+func checkFileKeys(file string, data []byte) error {
+	fv := viper.New()
+	fv.SetConfigType("yaml")
+	if err := fv.ReadConfig(bytes.NewReader(data)); err != nil {
+		return fmt.Errorf("config file %s: %w", file, err)
+	}
+	var unknown []string
+	for _, k := range fv.AllKeys() {
+		if _, ok := lookupKey(k); ok {
+			continue
+		}
+		if fv.Get(k) == nil && isPrefix(k) {
+			continue // an empty section such as "notify:"
+		}
+		unknown = append(unknown, k)
+	}
+	if len(unknown) == 0 {
+		return nil
+	}
+	sort.Strings(unknown)
+	return fmt.Errorf("config file %s: unknown key %s", file, strings.Join(quoteAll(unknown), ", "))
+}
+
+func isPrefix(k string) bool {
+	for _, key := range Keys() {
+		if strings.HasPrefix(key.Name, k+".") {
+			return true
+		}
+	}
+	return false
+}
+
+func quoteAll(ss []string) []string {
+	out := make([]string, len(ss))
+	for i, s := range ss {
+		out[i] = fmt.Sprintf("%q", s)
+	}
+	return out
+}
+
+// decode reads every key from v and validates it; all problems are joined.
+func decode(v *viper.Viper) (*Config, error) {
+	d := decoder{v: v}
+	c := &Config{
+		ReplicaID:        d.str(KeyReplicaID),
+		StoreURL:         d.str(KeyStoreURL),
+		PollInterval:     d.duration(KeyPollInterval, 1),
+		PollJitter:       d.duration(KeyPollJitter, 0),
+		ResyncInterval:   d.duration(KeyResyncInterval, 0),
+		HintListen:       d.boolean(KeyHintListen),
+		ApplyConcurrency: d.integer(KeyApplyConcurrency, 1),
+		ApplyTimeout:     d.duration(KeyApplyTimeout, 1),
+		JournalRetention: d.duration(KeyJournalRetention, 1),
+		DriftSchedule:    strings.TrimSpace(d.str(KeyDriftSchedule)),
+		DriftDir:         d.str(KeyDriftDir),
+		StatusListen:     d.str(KeyStatusListen),
+		StatusTokenEnv:   d.str(KeyStatusTokenEnv),
+		WebhookURL:       d.str(KeyWebhookURL),
+		WebhookSecretEnv: d.str(KeyWebhookSecretEnv),
+		ExecCommand:      d.argv(KeyExecCommand),
+		LogFormat:        strings.ToLower(d.str(KeyLogFormat)),
+	}
+	if c.ReplicaID == "" {
+		h, err := os.Hostname()
+		if err != nil || h == "" {
+			h = "reconciler"
+		}
+		c.ReplicaID = h
+	}
+	d.check(KeyStoreURL, checkStoreURL(c.StoreURL))
+	if c.DriftSchedule != "" {
+		if _, err := ParseSchedule(c.DriftSchedule); err != nil {
+			d.fail(KeyDriftSchedule, fmt.Sprintf("invalid cron spec %q: %v", c.DriftSchedule, err))
+		}
+	}
+	if c.DriftDir == "" {
+		d.fail(KeyDriftDir, "must not be empty")
+	}
+	d.check(KeyStatusListen, checkListen(c.StatusListen))
+	d.check(KeyStatusTokenEnv, checkEnvName(c.StatusTokenEnv))
+	d.check(KeyWebhookSecretEnv, checkEnvName(c.WebhookSecretEnv))
+	if c.WebhookURL != "" {
+		u, err := url.Parse(c.WebhookURL)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			d.fail(KeyWebhookURL, "want an http:// or https:// URL")
+		}
+	}
+	lvl := strings.ToLower(d.str(KeyLogLevel))
+	switch lvl {
+	case "debug":
+		c.LogLevel = slog.LevelDebug
+	case "info", "":
+		c.LogLevel = slog.LevelInfo
+	case "warn", "warning":
+		c.LogLevel = slog.LevelWarn
+	case "error":
+		c.LogLevel = slog.LevelError
+	default:
+		d.fail(KeyLogLevel, fmt.Sprintf("unknown level %q (want debug, info, warn or error)", lvl))
+	}
+	switch c.LogFormat {
+	case "text", "json":
+	default:
+		d.fail(KeyLogFormat, fmt.Sprintf("unknown format %q (want text or json)", c.LogFormat))
+	}
+	if err := errors.Join(d.errs...); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+type decoder struct {
+	v    *viper.Viper
+	errs []error
+}
+
+func (d *decoder) fail(key, problem string) {
+	d.errs = append(d.errs, &Error{Key: key, Problem: problem})
+}
+
+func (d *decoder) check(key string, err error) {
+	if err != nil {
+		d.fail(key, err.Error())
+	}
+}
+
+func (d *decoder) str(key string) string {
+	raw := d.v.Get(key)
+	switch raw.(type) {
+	case map[string]any, []any:
+		d.fail(key, "want a single value, not a list or section")
+		return ""
+	}
+	s, err := cast.ToStringE(raw)
+	if err != nil {
+		d.fail(key, fmt.Sprintf("want a string, got %T", raw))
+	}
+	return strings.TrimSpace(s)
+}
+
+// duration parses a Go duration ("1s", "15m"); min is 0 (may be zero) or 1
+// (must be positive).
+func (d *decoder) duration(key string, min time.Duration) time.Duration {
+	raw := d.v.Get(key)
+	if dur, ok := raw.(time.Duration); ok {
+		return d.durationRange(key, dur, min)
+	}
+	s := d.str(key)
+	dur, err := time.ParseDuration(s)
+	if err != nil {
+		d.fail(key, fmt.Sprintf("bad duration %q (want a number with a unit, like 1s, 500ms or 15m)", s))
+		return 0
+	}
+	return d.durationRange(key, dur, min)
+}
+
+func (d *decoder) durationRange(key string, dur, min time.Duration) time.Duration {
+	switch {
+	case dur < 0:
+		d.fail(key, fmt.Sprintf("must not be negative, got %s", dur))
+	case dur < min:
+		d.fail(key, "must be greater than zero")
+	}
+	return dur
+}
+
+func (d *decoder) boolean(key string) bool {
+	raw := d.v.Get(key)
+	b, err := cast.ToBoolE(raw)
+	if err != nil {
+		d.fail(key, fmt.Sprintf("want true or false, got %q", fmt.Sprint(raw)))
+	}
+	return b
+}
+
+func (d *decoder) integer(key string, min int) int {
+	raw := d.v.Get(key)
+	var n int
+	var err error
+	switch x := raw.(type) {
+	case float64:
+		if x != float64(int(x)) {
+			err = errors.New("not an integer")
+		}
+		n = int(x)
+	case bool:
+		err = errors.New("boolean")
+	default:
+		n, err = cast.ToIntE(strings.TrimSpace(fmt.Sprint(raw)))
+	}
+	if err != nil {
+		d.fail(key, fmt.Sprintf("want an integer, got %q", fmt.Sprint(raw)))
+		return 0
+	}
+	if n < min {
+		d.fail(key, fmt.Sprintf("must be at least %d, got %d", min, n))
+	}
+	return n
+}
+
+// argv reads a command: a YAML list, or a string split on white space
+// (environment variables and flags).
+func (d *decoder) argv(key string) []string {
+	switch x := d.v.Get(key).(type) {
+	case nil:
+		return nil
+	case []string:
+		return nonEmpty(x)
+	case []any:
+		out := make([]string, 0, len(x))
+		for _, e := range x {
+			switch e.(type) {
+			case string, int, int64, float64, bool:
+				out = append(out, fmt.Sprint(e))
+			default:
+				d.fail(key, "want a list of strings")
+				return nil
+			}
+		}
+		return nonEmpty(out)
+	case string:
+		return strings.Fields(x)
+	default:
+		d.fail(key, fmt.Sprintf("want a list of strings, got %T", x))
+		return nil
+	}
+}
+
+func nonEmpty(ss []string) []string {
+	out := ss[:0:0]
+	for _, s := range ss {
+		if s != "" {
+			out = append(out, s)
+		}
+	}
+	if len(out) == 0 {
+		return nil
+	}
+	return out
+}
+
+func checkStoreURL(s string) error {
+	if s == "" {
+		return errors.New("must not be empty (want sqlite://PATH or postgres://…)")
+	}
+	i := strings.Index(s, "://")
+	if i <= 0 {
+		return errors.New("not a URL (want sqlite://PATH or postgres://…)")
+	}
+	switch scheme := strings.ToLower(s[:i]); scheme {
+	case "sqlite", "sqlite3":
+		if len(s) == i+3 {
+			return errors.New("sqlite:// URL names no file")
+		}
+	case "postgres", "postgresql":
+		if _, err := url.Parse(s); err != nil {
+			return fmt.Errorf("malformed postgres URL %q", RedactURL(s))
+		}
+	default:
+		return fmt.Errorf("unknown scheme %q (want sqlite or postgres)", scheme)
+	}
+	return nil
+}
+
+func checkListen(s string) error {
+	host, port, err := net.SplitHostPort(s)
+	if err != nil {
+		return fmt.Errorf("want HOST:PORT, got %q", s)
+	}
+	_ = host
+	if port == "" {
+		return fmt.Errorf("want HOST:PORT, got %q", s)
+	}
+	if _, err := net.LookupPort("tcp", port); err != nil {
+		return fmt.Errorf("bad port %q", port)
+	}
+	return nil
+}
+
+func checkEnvName(s string) error {
+	if s == "" {
+		return nil
+	}
+	for i, r := range s {
+		ok := r == '_' || (r >= 'A' && r <= 'Z') || (r >= 'a' && r <= 'z') || (i > 0 && r >= '0' && r <= '9')
+		if !ok {
+			return fmt.Errorf("%q is not an environment variable name", s)
+		}
+	}
+	return nil
+}
+
+// RedactURL hides the password of a URL for logs and errors.
+func RedactURL(s string) string {
+	u, err := url.Parse(s)
+	if err != nil {
+		// Don't echo what could not be parsed: it may hold a password.
+		if i := strings.Index(s, "://"); i > 0 {
+			return s[:i] + "://[unparsable URL]"
+		}
+		return "[unparsable URL]"
+	}
+	return u.Redacted()
+}

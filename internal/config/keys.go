@@ -1,0 +1,69 @@
+package config
+
+// Key is one configuration key with its default and its documentation.
+type Key struct {
+	Name    string
+	Default any // string, bool, int or []string
+	Usage   string
+}
+
+// The keys, in the order config.yaml documents them.
+const (
+	KeyReplicaID        = "replica_id"
+	KeyStoreURL         = "store.url"
+	KeyPollInterval     = "poll.interval"
+	KeyPollJitter       = "poll.jitter"
+	KeyResyncInterval   = "resync.interval"
+	KeyHintListen       = "hint.listen"
+	KeyApplyConcurrency = "apply.concurrency"
+	KeyApplyTimeout     = "apply.timeout"
+	KeyJournalRetention = "journal.retention"
+	KeyDriftSchedule    = "drift.schedule"
+	KeyDriftDir         = "drift.dir"
+	KeyStatusListen     = "status.listen"
+	KeyStatusTokenEnv   = "status.token_env"
+	KeyWebhookURL       = "notify.webhook.url"
+	KeyWebhookSecretEnv = "notify.webhook.secret_env"
+	KeyExecCommand      = "notify.exec.command"
+	KeyLogLevel         = "log.level"
+	KeyLogFormat        = "log.format"
+)
+
+// DefaultStoreURL is the embedded SQLite store used when none is configured.
+const DefaultStoreURL = "sqlite://./demo/reconciler.db"
+
+// DefaultStatusListen is the loopback address of the status API.
+const DefaultStatusListen = "127.0.0.1:9477"
+
+// Keys lists every key (DESIGN §7) with its default.
+func Keys() []Key {
+	return []Key{
+		{KeyReplicaID, "", "replica identity in heartbeats and drift reports (default: the host name)"},
+		{KeyStoreURL, DefaultStoreURL, "the shared store: sqlite://PATH or postgres://USER@HOST:PORT/DB"},
+		{KeyPollInterval, "1s", "how often the journal is polled"},
+		{KeyPollJitter, "100ms", "random extra delay added to each poll"},
+		{KeyResyncInterval, "10m", "anti-entropy full relist interval (0 disables)"},
+		{KeyHintListen, true, "LISTEN for change hints on PostgreSQL (only cuts latency)"},
+		{KeyApplyConcurrency, 4, "materializations run at once (at least 1)"},
+		{KeyApplyTimeout, "30s", "time limit of one materialization"},
+		{KeyJournalRetention, "24h", "journal entries older than this are pruned"},
+		{KeyDriftSchedule, "@every 15m", "cron spec of drift reports (5 fields, optional seconds, or @every 15m); empty disables"},
+		{KeyDriftDir, "./drift", "directory drift reports are written to"},
+		{KeyStatusListen, DefaultStatusListen, "address of the status API (HOST:PORT)"},
+		{KeyStatusTokenEnv, "", "name of the environment variable holding the status API bearer token (empty: no token)"},
+		{KeyWebhookURL, "", "URL told about every pass that changed something (empty: off)"},
+		{KeyWebhookSecretEnv, "", "name of the environment variable holding the webhook HMAC secret"},
+		{KeyExecCommand, []string{}, "command (argv) run with the change set on stdin after every pass that changed something"},
+		{KeyLogLevel, "info", "debug, info, warn or error"},
+		{KeyLogFormat, "text", "text or json"},
+	}
+}
+
+func lookupKey(name string) (Key, bool) {
+	for _, k := range Keys() {
+		if k.Name == name {
+			return k, true
+		}
+	}
+	return Key{}, false
+}
