@@ -17,6 +17,8 @@ type Options struct {
 	ApplyConcurrency int           // default 4
 	ApplyTimeout     time.Duration // default 30s
 	StallAge         time.Duration // open transactions older than this are reported; default 5×PollInterval
+	RetryBase        time.Duration // first retry delay of a degraded entry; default 5s
+	RetryMax         time.Duration // retry delay cap; default 300s
 
 	// Materializers per kind. A kind without one gets a no-op materializer
 	// (credential entries never need one).

@@ -2,47 +2,348 @@ package reconcile
 
 import (
 	"context"
-	"errors"
+	"io"
+	"log/slog"
+	"math/rand/v2"
+	"os"
+	"sync"
+	"sync/atomic"
+	"time"
 
 	"github.com/objectstack-fleet/reconciler/registry"
 	"github.com/objectstack-fleet/reconciler/snapshot"
 )
 
+// Defaults of Options.
+const (
+	DefaultPollInterval     = time.Second
+	DefaultResyncInterval   = 10 * time.Minute
+	DefaultApplyConcurrency = 4
+	DefaultApplyTimeout     = 30 * time.Second
+	DefaultRetryBase        = 5 * time.Second
+	DefaultRetryMax         = 300 * time.Second
+	maxStoreBackoff         = 30 * time.Second
+)
+
+const (
+	flagHint uint32 = 1 << iota
+	flagTrigger
+	flagResync
+)
+
 // Reconciler runs the loop over one store. Create it with New; call Run once.
 type Reconciler struct {
-	src  snapshot.Source
-	opts Options
-	regs *registry.Set
+	src     snapshot.Source
+	opts    Options
+	log     *slog.Logger
+	metrics *Metrics
+	regs    *registry.Set
+
+	wake   chan struct{}
+	flags  atomic.Uint32
+	synced chan struct{}
+
+	// Owned by the Run goroutine.
+	model        *model
+	cursor       snapshot.Cursor
+	relistReason Trigger // non-empty: the next pass must relist
+	retries      map[registry.Ref]time.Time
+	inflight     sync.WaitGroup // materializer goroutines
+	lastStall    time.Time
+
+	mu     sync.Mutex // guards the fields below (read by Status)
+	status Status
 }
 
 // New returns a Reconciler reading src. It does no I/O.
 func New(src snapshot.Source, opts Options) *Reconciler {
-	return &Reconciler{src: src, opts: opts, regs: registry.NewSet()}
+	if opts.PollInterval <= 0 {
+		opts.PollInterval = DefaultPollInterval
+	}
+	if opts.PollJitter < 0 {
+		opts.PollJitter = 0
+	} else if opts.PollJitter == 0 {
+		opts.PollJitter = opts.PollInterval / 10
+	}
+	if opts.ResyncInterval == 0 {
+		opts.ResyncInterval = DefaultResyncInterval
+	}
+	if opts.ApplyConcurrency <= 0 {
+		opts.ApplyConcurrency = DefaultApplyConcurrency
+	}
+	if opts.ApplyTimeout <= 0 {
+		opts.ApplyTimeout = DefaultApplyTimeout
+	}
+	if opts.RetryBase <= 0 {
+		opts.RetryBase = DefaultRetryBase
+	}
+	if opts.RetryMax <= 0 {
+		opts.RetryMax = DefaultRetryMax
+	}
+	if opts.StallAge <= 0 {
+		opts.StallAge = 5 * opts.PollInterval
+	}
+	if opts.ReplicaID == "" {
+		opts.ReplicaID, _ = os.Hostname()
+	}
+	log := opts.Logger
+	if log == nil {
+		log = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	metrics := opts.Metrics
+	if metrics == nil {
+		metrics = NewMetrics(nil)
+	}
+	r := &Reconciler{
+		src:          src,
+		opts:         opts,
+		log:          log,
+		metrics:      metrics,
+		regs:         registry.NewSet(),
+		wake:         make(chan struct{}, 1),
+		synced:       make(chan struct{}),
+		model:        newModel(),
+		retries:      make(map[registry.Ref]time.Time),
+		relistReason: TriggerStart,
+	}
+	r.status.Replica = opts.ReplicaID
+	r.status.Counts = make(map[registry.Kind]map[registry.State]int)
+	for _, k := range registry.Kinds {
+		r.status.Counts[k] = make(map[registry.State]int)
+	}
+	return r
 }
 
-// Run relists, then polls until ctx ends; it closes every instance before
-// returning. It returns nil when ctx ended.
-func (r *Reconciler) Run(ctx context.Context) error { return errors.New("not implemented") }
+func (r *Reconciler) signal(f uint32) {
+	r.flags.Or(f)
+	select {
+	case r.wake <- struct{}{}:
+	default:
+	}
+}
 
-// Hint wakes the loop for an early poll (e.g. a NOTIFY). Never blocks.
-func (r *Reconciler) Hint() {}
+// Hint wakes the loop for an early poll (e.g. a NOTIFY). Never blocks;
+// bursts coalesce into one pass.
+func (r *Reconciler) Hint() { r.signal(flagHint) }
 
 // Trigger asks for a pass now (SIGHUP, POST /v1/reconcile). Never blocks.
-func (r *Reconciler) Trigger() {}
+func (r *Reconciler) Trigger() { r.signal(flagTrigger) }
 
 // Resync asks for a full relist now (SIGUSR1, POST /v1/resync). Never blocks.
-func (r *Reconciler) Resync() {}
+func (r *Reconciler) Resync() { r.signal(flagResync) }
 
 // Synced is closed after the first full sync (readiness).
-func (r *Reconciler) Synced() <-chan struct{} { return nil }
+func (r *Reconciler) Synced() <-chan struct{} { return r.synced }
 
 // Registries returns the live registries (read-only use).
 func (r *Reconciler) Registries() *registry.Set { return r.regs }
 
-// Status returns a point-in-time view of the loop.
-func (r *Reconciler) Status() Status { return Status{} }
+// Instance returns the live instance of an entry, if one serves.
+func (r *Reconciler) Instance(k registry.Kind, key string) (registry.Instance, bool) {
+	reg := r.regs.Of(k)
+	if reg == nil {
+		return nil, false
+	}
+	e, ok := reg.Get(key)
+	if !ok || e.Instance == nil {
+		return nil, false
+	}
+	return e.Instance, true
+}
 
-// Drift compares the store's current rows with the registries.
-func (r *Reconciler) Drift(ctx context.Context) (DriftReport, error) {
-	return DriftReport{}, errors.New("not implemented")
+// Status returns a point-in-time view of the loop.
+func (r *Reconciler) Status() Status {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	s := r.status
+	s.Counts = make(map[registry.Kind]map[registry.State]int, len(r.status.Counts))
+	for k, m := range r.status.Counts {
+		c := make(map[registry.State]int, len(m))
+		for st, n := range m {
+			if n != 0 {
+				c[st] = n
+			}
+		}
+		s.Counts[k] = c
+	}
+	if !s.Cursor.At.IsZero() {
+		s.LagSeconds = time.Since(s.Cursor.At).Seconds()
+	}
+	if s.LastPass != nil {
+		lp := *s.LastPass
+		s.LastPass = &lp
+	}
+	return s
+}
+
+// Run relists, then polls until ctx ends; before returning it waits for
+// the pass in flight and closes every instance. It returns nil when ctx
+// ended.
+func (r *Reconciler) Run(ctx context.Context) error {
+	r.mu.Lock()
+	r.status.StartedAt = time.Now()
+	r.mu.Unlock()
+	defer r.shutdown()
+
+	timer := time.NewTimer(0)
+	defer timer.Stop()
+	now := time.Now()
+	nextPoll := now
+	nextResync := now.Add(r.jitter(r.opts.ResyncInterval, r.opts.ResyncInterval/10))
+	storeFailures := 0
+
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-r.wake:
+		case <-timer.C:
+		}
+		now = time.Now()
+		flags := r.flags.Swap(0)
+		trig, relist := r.decide(now, flags, nextPoll, nextResync)
+		if trig == "" {
+			r.resetTimer(timer, r.nextDue(nextPoll, nextResync, storeFailures > 0))
+			continue
+		}
+		if relist && (trig == TriggerAntiEntropy || trig == TriggerResync) {
+			nextResync = now.Add(r.jitter(r.opts.ResyncInterval, r.opts.ResyncInterval/10))
+		}
+		// Finish the pass even if ctx ends meanwhile (graceful stop).
+		err := r.pass(context.WithoutCancel(ctx), trig, relist)
+		if err != nil {
+			storeFailures++
+			nextPoll = time.Now().Add(r.storeBackoff(storeFailures))
+		} else {
+			storeFailures = 0
+			nextPoll = time.Now().Add(r.jitter(r.opts.PollInterval, r.opts.PollJitter))
+		}
+		r.resetTimer(timer, r.nextDue(nextPoll, nextResync, storeFailures > 0))
+	}
+}
+
+// decide picks what to do now: a relist, a poll, or nothing ("").
+func (r *Reconciler) decide(now time.Time, flags uint32, nextPoll, nextResync time.Time) (Trigger, bool) {
+	switch {
+	case r.relistReason != "":
+		return r.relistReason, true
+	case flags&flagResync != 0:
+		return TriggerResync, true
+	case r.opts.ResyncInterval > 0 && !now.Before(nextResync):
+		return TriggerAntiEntropy, true
+	case flags&flagTrigger != 0:
+		return TriggerManual, false
+	case flags&flagHint != 0:
+		return TriggerHint, false
+	case !now.Before(nextPoll):
+		return TriggerPoll, false
+	case r.retryDue(now):
+		return TriggerRetry, false
+	}
+	return "", false
+}
+
+func (r *Reconciler) nextDue(nextPoll, nextResync time.Time, storeDown bool) time.Time {
+	due := nextPoll
+	if r.opts.ResyncInterval > 0 && nextResync.Before(due) {
+		due = nextResync
+	}
+	if !storeDown {
+		for _, at := range r.retries {
+			if at.Before(due) {
+				due = at
+			}
+		}
+	}
+	return due
+}
+
+func (r *Reconciler) retryDue(now time.Time) bool {
+	for _, at := range r.retries {
+		if !at.After(now) {
+			return true
+		}
+	}
+	return false
+}
+
+func (r *Reconciler) resetTimer(t *time.Timer, at time.Time) {
+	d := time.Until(at)
+	if d < 0 {
+		d = 0
+	}
+	t.Reset(d)
+}
+
+// jitter returns d ± j (uniform).
+func (r *Reconciler) jitter(d, j time.Duration) time.Duration {
+	if j <= 0 {
+		return d
+	}
+	return d - j + time.Duration(rand.Int64N(int64(2*j)+1))
+}
+
+func (r *Reconciler) storeBackoff(failures int) time.Duration {
+	d := r.opts.PollInterval
+	for i := 1; i < failures && d < maxStoreBackoff; i++ {
+		d *= 2
+	}
+	if limit := max(maxStoreBackoff, r.opts.PollInterval); d > limit {
+		d = limit
+	}
+	return r.jitter(d, d/10)
+}
+
+// retryBackoff is the delay before retry number attempt (1-based) of a
+// degraded entry: base doubling to max, jittered ±20%.
+func (r *Reconciler) retryBackoff(attempt int) time.Duration {
+	d := r.opts.RetryBase
+	for i := 1; i < attempt && d < r.opts.RetryMax; i++ {
+		d *= 2
+	}
+	if d > r.opts.RetryMax {
+		d = r.opts.RetryMax
+	}
+	return r.jitter(d, d/5)
+}
+
+// shutdown waits for abandoned materializations and closes every instance.
+func (r *Reconciler) shutdown() {
+	r.inflight.Wait()
+	for i := len(registry.Kinds) - 1; i >= 0; i-- { // dependents first
+		reg := r.regs.Of(registry.Kinds[i])
+		for _, key := range reg.Keys() {
+			var inst registry.Instance
+			reg.Update(key, func(e *registry.Entry) {
+				inst, e.Instance = e.Instance, nil
+				e.ServingRevision, e.ServingSignature = 0, ""
+			})
+			r.closeInstance(registry.Kinds[i], key, inst)
+		}
+	}
+}
+
+func (r *Reconciler) closeInstance(k registry.Kind, key string, inst registry.Instance) {
+	if inst == nil {
+		return
+	}
+	defer func() {
+		if p := recover(); p != nil {
+			r.log.Error("close panicked", slog.String("kind", string(k)), slog.String("key", key))
+		}
+	}()
+	if err := inst.Close(); err != nil {
+		r.log.Warn("close instance", slog.String("kind", string(k)), slog.String("key", key), slog.String("error", err.Error()))
+	}
+}
+
+func (r *Reconciler) markSynced() {
+	select {
+	case <-r.synced:
+	default:
+		close(r.synced)
+		r.mu.Lock()
+		r.status.Synced = true
+		r.mu.Unlock()
+	}
 }

@@ -1,0 +1,357 @@
+package reconcile
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"runtime/debug"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/objectstack-fleet/reconciler/registry"
+)
+
+// step is one planned action on one entry.
+type step struct {
+	ref    registry.Ref
+	action Action
+	node   *node
+	row    rowOf
+	sig    string
+	prev   *registry.Entry
+}
+
+// outcome is what applying a step produced.
+type outcome struct {
+	state  registry.State
+	reason string
+	inst   registry.Instance
+	result string // metric label: ready|degraded|held|panic|timeout
+	// dropInstance: a dependency hold closes the live instance too (a
+	// cleared credential must stop being used).
+	dropInstance bool
+}
+
+// apply plans and applies the dirty entries in dependency order, returning
+// the changes made. forced entries are retried even if unchanged.
+func (r *Reconciler) apply(ctx context.Context, dirty map[registry.Ref]bool, rows rowSet, forced map[registry.Ref]bool) []Change {
+	byKind := make(map[registry.Kind][]step, len(registry.Kinds))
+	var evictions []registry.Ref
+	for ref := range dirty {
+		n := r.model.nodes[ref]
+		prev, had := r.regs.Of(ref.Kind).Get(ref.Key)
+		if n == nil {
+			if had {
+				evictions = append(evictions, ref)
+			}
+			continue
+		}
+		row, ok := rows[n.addr]
+		if !ok || (row == rowOf{}) {
+			continue // row vanished between reads: the next poll sees its delete
+		}
+		sig := signature(n, ownBody(row), r.model)
+		st := step{ref: ref, node: n, row: row, sig: sig}
+		switch {
+		case !had:
+			st.action = ActionCreate
+		case prev.Signature != sig:
+			st.action, st.prev = ActionRebuild, &prev
+		case forced[ref]:
+			st.action, st.prev = ActionRetry, &prev
+		default:
+			continue
+		}
+		byKind[ref.Kind] = append(byKind[ref.Kind], st)
+	}
+	var changes []Change
+	// Evict dependents before what they depend on.
+	sort.Slice(evictions, func(i, j int) bool { return kindOrder(evictions[i].Kind) > kindOrder(evictions[j].Kind) })
+	for _, ref := range evictions {
+		changes = append(changes, r.evict(ctx, ref))
+	}
+	for _, k := range registry.Kinds {
+		steps := byKind[k]
+		sort.Slice(steps, func(i, j int) bool { return steps[i].ref.Key < steps[j].ref.Key })
+		changes = append(changes, r.applyKind(ctx, steps, rows)...)
+	}
+	return changes
+}
+
+func kindOrder(k registry.Kind) int {
+	for i, kk := range registry.Kinds {
+		if kk == k {
+			return i
+		}
+	}
+	return len(registry.Kinds)
+}
+
+// applyKind applies the steps of one kind with bounded concurrency.
+func (r *Reconciler) applyKind(ctx context.Context, steps []step, rows rowSet) []Change {
+	if len(steps) == 0 {
+		return nil
+	}
+	out := make([]outcome, len(steps))
+	sem := make(chan struct{}, r.opts.ApplyConcurrency)
+	var wg sync.WaitGroup
+	for i := range steps {
+		if steps[i].ref.Kind == registry.KindCredential {
+			out[i] = r.materializeCredential(steps[i])
+			continue
+		}
+		sem <- struct{}{}
+		wg.Add(1)
+		go func(i int) {
+			defer wg.Done()
+			defer func() { <-sem }()
+			out[i] = r.materializeStep(ctx, steps[i], rows)
+		}(i)
+	}
+	wg.Wait()
+	changes := make([]Change, 0, len(steps))
+	for i := range steps {
+		changes = append(changes, r.record(ctx, steps[i], out[i]))
+	}
+	return changes
+}
+
+func (r *Reconciler) materializeCredential(st step) outcome {
+	if st.node.cleared {
+		return outcome{state: registry.StateHeld, reason: "credential " + st.ref.Key + " is cleared", result: "held"}
+	}
+	return outcome{state: registry.StateReady, inst: NopInstance{}, result: "ready"}
+}
+
+// resolve checks the entry's dependencies and builds its Desired. A
+// missing or cleared dependency holds the entry (reason set).
+func (r *Reconciler) resolve(st step, rows rowSet) (Desired, string) {
+	d := Desired{Kind: st.ref.Kind, Key: st.ref.Key, Revision: st.node.rev, Signature: st.sig,
+		Body: st.row.body(), Metadata: st.row.meta, Datasource: st.row.ds}
+	var missing []string
+	for _, dep := range st.node.deps {
+		dn := r.model.nodes[dep]
+		switch dep.Kind {
+		case registry.KindCredential:
+			if dn == nil {
+				return d, "credential " + dep.Key + " is missing"
+			}
+			if dn.cleared {
+				return d, "credential " + dep.Key + " is cleared"
+			}
+			cr := rows[dn.addr].cred
+			if cr == nil {
+				return d, "credential " + dep.Key + " could not be read"
+			}
+			d.CredentialRef, d.Secret = dep.Key, cr.Value
+		case registry.KindConnector:
+			if dn == nil {
+				missing = append(missing, "connector "+dep.Key)
+			} else if dn.credentialOf() == "" {
+				return d, "connector " + dep.Key + " has no credential to borrow"
+			}
+		default:
+			if dn == nil {
+				missing = append(missing, describeRef(dep))
+			} else {
+				d.Refs = append(d.Refs, dep)
+			}
+		}
+	}
+	if len(missing) > 0 {
+		return d, "references missing " + strings.Join(missing, ", ")
+	}
+	return d, ""
+}
+
+// describeRef names a reference for a reason: "object account".
+func describeRef(ref registry.Ref) string {
+	if ref.Kind == registry.KindEngine {
+		key := ref.Key
+		if i := strings.IndexByte(key, ':'); i >= 0 {
+			key = key[i+1:]
+		}
+		return strings.Replace(key, "/", " ", 1)
+	}
+	return string(ref.Kind) + " " + ref.Key
+}
+
+func (row rowOf) body() []byte {
+	switch {
+	case row.meta != nil:
+		return row.meta.Metadata
+	case row.ds != nil:
+		return datasourceBody(row.ds)
+	}
+	return nil
+}
+
+func (r *Reconciler) materializeStep(ctx context.Context, st step, rows rowSet) outcome {
+	d, hold := r.resolve(st, rows)
+	if hold != "" {
+		return outcome{state: registry.StateHeld, reason: hold, result: "held", dropInstance: true}
+	}
+	m := r.opts.Materializers[st.ref.Kind]
+	if m == nil {
+		return outcome{state: registry.StateReady, inst: NopInstance{}, result: "ready"}
+	}
+	inst, err := r.materialize(ctx, m, d)
+	if err == nil {
+		return outcome{state: registry.StateReady, inst: inst, result: "ready"}
+	}
+	class, reason := Classify(err)
+	o := outcome{state: registry.StateDegraded, reason: reason}
+	var ae *abortError
+	if errors.As(err, &ae) {
+		o.result = ae.label
+	}
+	if class != ClassTransient {
+		o.state = registry.StateHeld
+	}
+	if o.result == "" {
+		o.result = string(o.state)
+	}
+	return o
+}
+
+// materialize calls m with apply.timeout, turning a panic or a hang into
+// a transient failure of this entry only. A materializer that ignores its
+// context is abandoned; whatever it returns later is closed.
+func (r *Reconciler) materialize(ctx context.Context, m Materializer, d Desired) (registry.Instance, error) {
+	mctx, cancel := context.WithTimeout(ctx, r.opts.ApplyTimeout)
+	type result struct {
+		inst     registry.Instance
+		err      error
+		panicked bool
+	}
+	ch := make(chan result, 1)
+	r.inflight.Add(1)
+	go func() {
+		defer r.inflight.Done()
+		defer func() {
+			if p := recover(); p != nil {
+				r.log.Error("materializer panicked", slog.String("kind", string(d.Kind)), slog.String("key", d.Key),
+					slog.String("stack", string(debug.Stack())))
+				ch <- result{err: Transient(&abortError{"panic"}, "materializer panicked"), panicked: true}
+			}
+		}()
+		inst, err := m.Materialize(mctx, d)
+		ch <- result{inst: inst, err: err}
+	}()
+	select {
+	case res := <-ch:
+		cancel()
+		if res.panicked {
+			return nil, res.err
+		}
+		if res.err == nil && res.inst == nil {
+			res.inst = NopInstance{}
+		}
+		if res.err != nil && mctx.Err() == context.DeadlineExceeded {
+			return nil, Transient(&abortError{"timeout"}, "materialize timed out after %s", r.opts.ApplyTimeout)
+		}
+		return res.inst, res.err
+	case <-mctx.Done():
+		cancel()
+		r.inflight.Add(1)
+		go func() {
+			defer r.inflight.Done()
+			if res := <-ch; res.inst != nil {
+				r.closeInstance(d.Kind, d.Key, res.inst)
+			}
+		}()
+		return nil, Transient(&abortError{"timeout"}, "materialize timed out after %s", r.opts.ApplyTimeout)
+	}
+}
+
+// abortError marks a materialization the loop cut short (metric label).
+type abortError struct{ label string }
+
+func (e *abortError) Error() string { return "materialization aborted: " + e.label }
+
+// record stores the outcome in the registry (build, validate, swap), logs
+// one line and returns the change.
+func (r *Reconciler) record(ctx context.Context, st step, o outcome) Change {
+	now := time.Now()
+	e := registry.Entry{Kind: st.ref.Kind, Key: st.ref.Key, Revision: st.node.rev, Signature: st.sig,
+		State: o.state, Reason: o.reason, Since: now}
+	var prev registry.Entry
+	if p, ok := r.regs.Of(st.ref.Kind).Get(st.ref.Key); ok {
+		prev = p
+		if prev.State == o.state {
+			e.Since = prev.Since
+		}
+		e.Instance, e.ServingRevision, e.ServingSignature = prev.Instance, prev.ServingRevision, prev.ServingSignature
+		if o.state == registry.StateDegraded && prev.State == registry.StateDegraded && prev.Signature == st.sig {
+			e.Attempts = prev.Attempts
+		}
+	}
+	var toClose registry.Instance
+	switch {
+	case o.state == registry.StateReady:
+		toClose = e.Instance // swap: the new one is ready, close the old
+		e.Instance, e.ServingRevision, e.ServingSignature = o.inst, st.node.rev, st.sig
+	case o.dropInstance:
+		toClose = e.Instance
+		e.Instance, e.ServingRevision, e.ServingSignature = nil, 0, ""
+	}
+	if o.state == registry.StateDegraded {
+		e.Attempts++
+		e.RetryAt = now.Add(r.retryBackoff(e.Attempts))
+		r.retries[st.ref] = e.RetryAt
+	} else {
+		delete(r.retries, st.ref)
+	}
+	if e.Reason != "" && e.ServingRevision != 0 && e.ServingRevision != e.Revision {
+		e.Reason += fmt.Sprintf(" (serving revision %d)", e.ServingRevision)
+	}
+	r.regs.Of(st.ref.Kind).Put(e)
+	r.count(st.ref.Kind, prev.State, e.State)
+	if toClose != nil {
+		r.closeInstance(st.ref.Kind, st.ref.Key, toClose)
+	}
+	r.metrics.Materializations.WithLabelValues(string(st.ref.Kind), o.result).Inc()
+	attrs := []slog.Attr{
+		slog.String("kind", string(st.ref.Kind)), slog.String("key", st.ref.Key),
+		slog.Int64("revision", st.node.rev), slog.String("action", string(st.action)),
+		slog.String("state", string(e.State)),
+	}
+	if e.Reason != "" {
+		attrs = append(attrs, slog.String("reason", e.Reason))
+	}
+	r.log.LogAttrs(ctx, slog.LevelInfo, "applied", attrs...)
+	return Change{Kind: st.ref.Kind, Key: st.ref.Key, Action: st.action, Revision: st.node.rev, State: e.State}
+}
+
+// evict closes and removes an entry that is no longer desired.
+func (r *Reconciler) evict(ctx context.Context, ref registry.Ref) Change {
+	e, _ := r.regs.Of(ref.Kind).Delete(ref.Key)
+	delete(r.retries, ref)
+	r.count(ref.Kind, e.State, "")
+	r.closeInstance(ref.Kind, ref.Key, e.Instance)
+	r.metrics.Evictions.WithLabelValues(string(ref.Kind)).Inc()
+	r.log.LogAttrs(ctx, slog.LevelInfo, "applied", slog.String("kind", string(ref.Kind)), slog.String("key", ref.Key),
+		slog.Int64("revision", e.Revision), slog.String("action", string(ActionEvict)))
+	return Change{Kind: ref.Kind, Key: ref.Key, Action: ActionEvict, Revision: e.Revision}
+}
+
+// count moves one entry of kind k from state from to state to ("" = none).
+func (r *Reconciler) count(k registry.Kind, from, to registry.State) {
+	if from == to {
+		return
+	}
+	r.mu.Lock()
+	c := r.status.Counts[k]
+	if from != "" {
+		c[from]--
+		r.metrics.Items.WithLabelValues(string(k), string(from)).Set(float64(c[from]))
+	}
+	if to != "" {
+		c[to]++
+		r.metrics.Items.WithLabelValues(string(k), string(to)).Set(float64(c[to]))
+	}
+	r.mu.Unlock()
+}

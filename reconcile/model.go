@@ -1,0 +1,326 @@
+package reconcile
+
+import (
+	"crypto/sha256"
+	"encoding/binary"
+	"encoding/hex"
+	"encoding/json"
+	"sort"
+	"strconv"
+
+	"github.com/objectstack-fleet/reconciler/internal/canonjson"
+	"github.com/objectstack-fleet/reconciler/registry"
+	"github.com/objectstack-fleet/reconciler/snapshot"
+)
+
+// node is the loop's compact record of one desired entry: enough to find
+// its row, its dependencies and its dependents without keeping the body.
+type node struct {
+	ref  registry.Ref
+	addr snapshot.Address
+	rev  int64
+	// deps are the entries this one resolved, in a stable order.
+	deps []registry.Ref
+	// cleared marks a credential whose value is NULL.
+	cleared bool
+}
+
+// model is the desired state as the loop knows it, with a reverse index
+// from each dependency (present or not) to the entries that name it.
+type model struct {
+	nodes      map[registry.Ref]*node
+	byAddr     map[snapshot.Address]registry.Ref
+	dependents map[registry.Ref]map[registry.Ref]struct{}
+}
+
+func newModel() *model {
+	return &model{
+		nodes:      make(map[registry.Ref]*node),
+		byAddr:     make(map[snapshot.Address]registry.Ref),
+		dependents: make(map[registry.Ref]map[registry.Ref]struct{}),
+	}
+}
+
+func (m *model) put(n *node) {
+	if old, ok := m.nodes[n.ref]; ok {
+		m.unindex(old)
+		if old.addr != n.addr {
+			delete(m.byAddr, old.addr)
+		}
+	}
+	m.nodes[n.ref] = n
+	m.byAddr[n.addr] = n.ref
+	for _, d := range n.deps {
+		set := m.dependents[d]
+		if set == nil {
+			set = make(map[registry.Ref]struct{}, 1)
+			m.dependents[d] = set
+		}
+		set[n.ref] = struct{}{}
+	}
+}
+
+func (m *model) remove(ref registry.Ref) {
+	n, ok := m.nodes[ref]
+	if !ok {
+		return
+	}
+	m.unindex(n)
+	delete(m.nodes, ref)
+	if m.byAddr[n.addr] == ref {
+		delete(m.byAddr, n.addr)
+	}
+}
+
+func (m *model) unindex(n *node) {
+	for _, d := range n.deps {
+		if set := m.dependents[d]; set != nil {
+			delete(set, n.ref)
+			if len(set) == 0 {
+				delete(m.dependents, d)
+			}
+		}
+	}
+}
+
+// depRev is the revision a dependency contributes to a signature: its
+// revision, or -1 when it is not desired.
+func (m *model) depRev(r registry.Ref) int64 {
+	if n, ok := m.nodes[r]; ok {
+		return n.rev
+	}
+	return -1
+}
+
+// engineKey is the engine registry key of a metadata item (DESIGN §5).
+func engineKey(org, typ, name string) string {
+	if org != "" {
+		return org + ":" + typ + "/" + name
+	}
+	return typ + "/" + name
+}
+
+// connectorBody is the part of a connector body the loop needs.
+type connectorBody struct {
+	Enabled *bool `json:"enabled"`
+	Auth    struct {
+		Type          string `json:"type"`
+		CredentialRef string `json:"credentialRef"`
+	} `json:"auth"`
+}
+
+type datasourceExternal struct {
+	CredentialsRef string `json:"credentialsRef"`
+	Connector      string `json:"connector"`
+}
+
+// engineBody is the union of the reference-bearing shapes (DESIGN §6).
+type engineBody struct {
+	Object     json.RawMessage `json:"object"`
+	Datasource json.RawMessage `json:"datasource"`
+	Trigger    *struct {
+		Object json.RawMessage `json:"object"`
+	} `json:"trigger"`
+	Fields []struct {
+		Reference json.RawMessage `json:"reference"`
+	} `json:"fields"`
+}
+
+// jsonString returns raw as a string if it is a non-empty JSON string.
+func jsonString(raw json.RawMessage) string {
+	if len(raw) == 0 || raw[0] != '"' {
+		return ""
+	}
+	var s string
+	if json.Unmarshal(raw, &s) != nil {
+		return ""
+	}
+	return s
+}
+
+// metadataNode returns the node of a sys_metadata row, or nil when the row
+// is not desired (not active, or a disabled connector). Dependencies are
+// extracted best-effort: a malformed body has none and is held by its
+// materializer with a reason.
+func metadataNode(row *snapshot.MetadataRow) *node {
+	if row.State != "active" {
+		return nil
+	}
+	addr := snapshot.Address{Table: snapshot.TableMetadata, Key: row.ID}
+	if row.Type == "connector" {
+		n := &node{ref: registry.Ref{Kind: registry.KindConnector, Key: row.Name}, addr: addr, rev: row.Revision}
+		var b connectorBody
+		if json.Unmarshal(row.Metadata, &b) == nil {
+			if b.Enabled != nil && !*b.Enabled {
+				return nil
+			}
+			if b.Auth.CredentialRef != "" && b.Auth.Type != "none" {
+				n.deps = []registry.Ref{{Kind: registry.KindCredential, Key: b.Auth.CredentialRef}}
+			}
+		}
+		return n
+	}
+	n := &node{ref: registry.Ref{Kind: registry.KindEngine, Key: engineKey(row.OrganizationID, row.Type, row.Name)}, addr: addr, rev: row.Revision}
+	var b engineBody
+	if json.Unmarshal(row.Metadata, &b) != nil {
+		return n
+	}
+	var objects []string
+	ds := ""
+	switch row.Type {
+	case "object":
+		ds = jsonString(b.Datasource)
+		for _, f := range b.Fields {
+			if s := jsonString(f.Reference); s != "" {
+				objects = append(objects, s)
+			}
+		}
+	case "view", "permission":
+		if s := jsonString(b.Object); s != "" {
+			objects = append(objects, s)
+		}
+	case "flow":
+		if b.Trigger != nil {
+			if s := jsonString(b.Trigger.Object); s != "" {
+				objects = append(objects, s)
+			}
+		}
+	}
+	seen := make(map[registry.Ref]bool, len(objects)+1)
+	for _, o := range objects {
+		r := registry.Ref{Kind: registry.KindEngine, Key: engineKey(row.OrganizationID, "object", o)}
+		if r == n.ref || seen[r] { // a self-reference is legal and resolves to itself
+			continue
+		}
+		seen[r] = true
+		n.deps = append(n.deps, r)
+	}
+	if ds != "" {
+		n.deps = append(n.deps, registry.Ref{Kind: registry.KindDatasource, Key: ds})
+	}
+	sortRefs(n.deps)
+	return n
+}
+
+// datasourceNode returns the node of a sys_datasource row, or nil when it
+// is inactive. connectorCred resolves a borrowed connector's credential ref.
+func datasourceNode(row *snapshot.DatasourceRow, connectorCred func(name string) string) *node {
+	if !row.Active {
+		return nil
+	}
+	n := &node{
+		ref:  registry.Ref{Kind: registry.KindDatasource, Key: row.Name},
+		addr: snapshot.Address{Table: snapshot.TableDatasource, Key: row.Name},
+		rev:  row.Revision,
+	}
+	var ext datasourceExternal
+	if json.Unmarshal(row.External, &ext) == nil {
+		if ext.CredentialsRef != "" {
+			n.deps = append(n.deps, registry.Ref{Kind: registry.KindCredential, Key: ext.CredentialsRef})
+		} else if ext.Connector != "" {
+			n.deps = append(n.deps, registry.Ref{Kind: registry.KindConnector, Key: ext.Connector})
+			if cred := connectorCred(ext.Connector); cred != "" {
+				n.deps = append(n.deps, registry.Ref{Kind: registry.KindCredential, Key: cred})
+			}
+		}
+	}
+	sortRefs(n.deps)
+	return n
+}
+
+func credentialNode(row *snapshot.CredentialRow) *node {
+	return &node{
+		ref:     registry.Ref{Kind: registry.KindCredential, Key: row.Ref},
+		addr:    snapshot.Address{Table: snapshot.TableCredential, Key: row.Ref},
+		rev:     row.Revision,
+		cleared: row.Cleared,
+	}
+}
+
+func sortRefs(rs []registry.Ref) {
+	sort.Slice(rs, func(i, j int) bool {
+		if rs[i].Kind != rs[j].Kind {
+			return rs[i].Kind < rs[j].Kind
+		}
+		return rs[i].Key < rs[j].Key
+	})
+}
+
+// credentialOf returns the credential a node resolved ("" if none).
+func (n *node) credentialOf() string {
+	for _, d := range n.deps {
+		if d.Kind == registry.KindCredential {
+			return d.Key
+		}
+	}
+	return ""
+}
+
+// signature hashes the entry's own canonical body and the revisions of
+// everything it resolved (DESIGN §5). Bodies that are not valid JSON hash
+// as their raw bytes, so that fixing them still changes the signature.
+func signature(n *node, body []byte, m *model) string {
+	h := sha256.New()
+	h.Write([]byte(n.ref.Kind))
+	h.Write([]byte{0})
+	h.Write([]byte(n.ref.Key))
+	h.Write([]byte{0})
+	if c, err := canonjson.Canonical(body); err == nil {
+		h.Write(c)
+	} else {
+		h.Write(body)
+	}
+	h.Write([]byte{0})
+	var buf [8]byte
+	for _, d := range n.deps {
+		h.Write([]byte(d.String()))
+		h.Write([]byte{'='})
+		binary.BigEndian.PutUint64(buf[:], uint64(m.depRev(d)))
+		h.Write(buf[:])
+	}
+	sum := h.Sum(nil)
+	return hex.EncodeToString(sum[:16])
+}
+
+// ownBody is the part of a row that is the entry's own desired body.
+func metadataBody(row *snapshot.MetadataRow) []byte {
+	// Identity and checksum belong to the body; revision does not (a
+	// rewrite of the same body changes nothing).
+	b, _ := json.Marshal(struct {
+		Org      string          `json:"organization_id"`
+		Type     string          `json:"type"`
+		Name     string          `json:"name"`
+		Checksum string          `json:"checksum,omitempty"`
+		Body     json.RawMessage `json:"metadata"`
+	}{row.OrganizationID, row.Type, row.Name, row.Checksum, validOrQuoted(row.Metadata)})
+	return b
+}
+
+func datasourceBody(row *snapshot.DatasourceRow) []byte {
+	b, _ := json.Marshal(struct {
+		Driver   string          `json:"driver"`
+		Config   json.RawMessage `json:"config"`
+		Pool     json.RawMessage `json:"pool"`
+		External json.RawMessage `json:"external"`
+		Active   bool            `json:"active"`
+	}{row.Driver, validOrQuoted(row.Config), validOrQuoted(row.Pool), validOrQuoted(row.External), row.Active})
+	return b
+}
+
+func credentialBody(row *snapshot.CredentialRow) []byte {
+	return []byte(`{"ref":` + strconv.Quote(row.Ref) + `,"cleared":` + strconv.FormatBool(row.Cleared) +
+		`,"revision":` + strconv.FormatInt(row.Revision, 10) + `}`)
+}
+
+// validOrQuoted returns raw when it is valid JSON, else raw as a JSON
+// string, so a malformed column never breaks the enclosing document.
+func validOrQuoted(raw json.RawMessage) json.RawMessage {
+	if len(raw) == 0 {
+		return json.RawMessage("null")
+	}
+	if json.Valid(raw) {
+		return raw
+	}
+	q, _ := json.Marshal(string(raw))
+	return q
+}
