@@ -1,0 +1,66 @@
+package snapshot
+
+import (
+	"crypto/sha256"
+	"embed"
+	"encoding/hex"
+	"fmt"
+	"io/fs"
+	"path"
+	"sort"
+	"strconv"
+	"strings"
+)
+
+//go:embed migrations/postgres/*.sql migrations/sqlite/*.sql
+var migrationFS embed.FS
+
+// migration is one embedded, versioned SQL file: NNNN_name.sql.
+type migration struct {
+	version int
+	name    string
+	sql     string
+}
+
+// SchemaVersion is the schema version this binary needs (the newest
+// embedded migration); both stores have the same versions.
+const SchemaVersion = 1
+
+func loadMigrations(kind string) ([]migration, error) {
+	dir := "migrations/" + kind
+	entries, err := fs.ReadDir(migrationFS, dir)
+	if err != nil {
+		return nil, fmt.Errorf("read embedded migrations %s: %w", dir, err)
+	}
+	var ms []migration
+	for _, e := range entries {
+		num, name, ok := strings.Cut(strings.TrimSuffix(e.Name(), ".sql"), "_")
+		v, err := strconv.Atoi(num)
+		if !ok || err != nil {
+			return nil, fmt.Errorf("embedded migration %s: name is not NNNN_name.sql", e.Name())
+		}
+		b, err := migrationFS.ReadFile(path.Join(dir, e.Name()))
+		if err != nil {
+			return nil, err
+		}
+		ms = append(ms, migration{version: v, name: name, sql: string(b)})
+	}
+	sort.Slice(ms, func(i, j int) bool { return ms[i].version < ms[j].version })
+	if len(ms) == 0 || ms[len(ms)-1].version != SchemaVersion {
+		return nil, fmt.Errorf("embedded %s migrations end at the wrong version (want %d)", kind, SchemaVersion)
+	}
+	return ms, nil
+}
+
+// SchemaFingerprint is a short digest of every embedded migration file, so
+// that test templates built from an edited migration are not reused.
+func SchemaFingerprint() string {
+	h := sha256.New()
+	for _, kind := range []string{"postgres", "sqlite"} {
+		ms, _ := loadMigrations(kind)
+		for _, m := range ms {
+			fmt.Fprintf(h, "%s/%d/%s\n%s\n", kind, m.version, m.name, m.sql)
+		}
+	}
+	return hex.EncodeToString(h.Sum(nil))[:10]
+}

@@ -1,0 +1,54 @@
+package snapshot_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+
+	"github.com/objectstack-fleet/reconciler/internal/testdb"
+	"github.com/objectstack-fleet/reconciler/snapshot"
+	"github.com/objectstack-fleet/reconciler/snapshot/snapshottest"
+)
+
+func TestMigrateIdempotent(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	snapshottest.Each(t, func(t *testing.T, s snapshot.Store, url string) {
+		if err := s.CheckSchema(ctx); err != nil {
+			t.Fatalf("check schema after migrate: %v", err)
+		}
+		before := schemaDump(t, url)
+		if err := s.Migrate(ctx); err != nil {
+			t.Fatalf("second migrate: %v", err)
+		}
+		if err := s.Migrate(ctx); err != nil {
+			t.Fatalf("third migrate: %v", err)
+		}
+		if after := schemaDump(t, url); after != before {
+			t.Fatalf("migrate again changed the schema:\nbefore %s\nafter  %s", before, after)
+		}
+	})
+}
+
+func TestCheckSchemaMissing(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	for name, url := range map[string]string{
+		"postgres": testdb.New(t),
+		"sqlite":   "sqlite://" + t.TempDir() + "/empty.db",
+	} {
+		t.Run(name, func(t *testing.T) {
+			s, err := snapshot.Open(url, snapshot.OpenOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer s.Close()
+			if err := s.CheckSchema(ctx); !errors.Is(err, snapshot.ErrSchema) {
+				t.Fatalf("CheckSchema on an empty store = %v, want ErrSchema", err)
+			}
+			if _, err := s.Head(ctx); !errors.Is(err, snapshot.ErrSchema) {
+				t.Fatalf("Head on an empty store = %v, want ErrSchema", err)
+			}
+		})
+	}
+}

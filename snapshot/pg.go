@@ -1,0 +1,583 @@
+package snapshot
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+// PG is the PostgreSQL store. Its cursor is a pg_snapshot (DESIGN §4).
+type PG struct {
+	pool *pgxpool.Pool
+	url  string // redacted
+	pw   string // for scrubbing driver messages only
+	log  *slog.Logger
+}
+
+var (
+	_ Store  = (*PG)(nil)
+	_ Hinter = (*PG)(nil)
+)
+
+// Advisory lock keys (arbitrary, fixed).
+const (
+	lockMigrate = 7741101
+	lockPrune   = 7741102
+)
+
+// hintChannel is the NOTIFY channel the triggers signal.
+const hintChannel = "reconciler"
+
+// newPG builds the pool without connecting. tweak lets in-package tests add
+// a tracer.
+func newPG(rawURL string, opts OpenOptions, tweak func(*pgxpool.Config)) (*PG, error) {
+	pw := urlPassword(rawURL)
+	if _, err := url.Parse(rawURL); err != nil {
+		return nil, badURL(rawURL, scrub(unwrapURLError(err), pw))
+	}
+	cfg, err := pgxpool.ParseConfig(rawURL)
+	if err != nil {
+		return nil, badURL(rawURL, scrub(err.Error(), pw))
+	}
+	cfg.MaxConns = 4
+	if opts.MaxConns > 0 {
+		cfg.MaxConns = opts.MaxConns
+	}
+	cfg.MinConns = 0
+	if cfg.ConnConfig.ConnectTimeout == 0 {
+		cfg.ConnConfig.ConnectTimeout = 10 * time.Second
+	}
+	if _, ok := cfg.ConnConfig.RuntimeParams["application_name"]; !ok {
+		cfg.ConnConfig.RuntimeParams["application_name"] = "reconciler"
+	}
+	if tweak != nil {
+		tweak(cfg)
+	}
+	pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
+	if err != nil {
+		return nil, badURL(rawURL, scrub(err.Error(), pw))
+	}
+	return &PG{pool: pool, url: RedactURL(rawURL), pw: pw, log: logger(opts)}, nil
+}
+
+func logger(opts OpenOptions) *slog.Logger {
+	if opts.Logger != nil {
+		return opts.Logger
+	}
+	return slog.New(slog.DiscardHandler)
+}
+
+func unwrapURLError(err error) string {
+	var ue *url.Error
+	if errors.As(err, &ue) {
+		return ue.Err.Error()
+	}
+	return err.Error()
+}
+
+// Kind implements Store.
+func (p *PG) Kind() string { return "postgres" }
+
+// Close implements Source.
+func (p *PG) Close() { p.pool.Close() }
+
+// interpretError maps a pgx error to the package's sentinels; it is the only
+// place that looks at pgx error types.
+func (p *PG) interpretError(op string, err error) error {
+	if err == nil {
+		return nil
+	}
+	e := &storeError{op: op, url: p.url, msg: scrub(err.Error(), p.pw)}
+	var pgErr *pgconn.PgError
+	var connErr *pgconn.ConnectError
+	var netErr net.Error
+	switch {
+	case errors.As(err, &pgErr):
+		e.msg = scrub(fmt.Sprintf("%s (SQLSTATE %s)", pgErr.Message, pgErr.Code), p.pw)
+		switch {
+		case pgErr.Code == "42P01", pgErr.Code == "42883", pgErr.Code == "42703", pgErr.Code == "3F000":
+			e.sentinel = ErrSchema
+			e.msg += ": run `reconciler migrate`"
+		case strings.HasPrefix(pgErr.Code, "08"), strings.HasPrefix(pgErr.Code, "28"),
+			strings.HasPrefix(pgErr.Code, "53"), strings.HasPrefix(pgErr.Code, "57P"),
+			pgErr.Code == "3D000":
+			e.sentinel = ErrUnavailable
+		}
+	case errors.Is(err, context.Canceled):
+		e.ctxErr = context.Canceled
+	case errors.Is(err, context.DeadlineExceeded):
+		e.sentinel, e.ctxErr = ErrUnavailable, context.DeadlineExceeded
+	case errors.As(err, &connErr), errors.As(err, &netErr), errors.Is(err, io.EOF),
+		errors.Is(err, io.ErrUnexpectedEOF), errors.Is(err, net.ErrClosed),
+		pgconn.SafeToRetry(err), strings.Contains(err.Error(), "closed pool"):
+		e.sentinel = ErrUnavailable
+	}
+	return e
+}
+
+// Ping implements Store.
+func (p *PG) Ping(ctx context.Context) error {
+	return p.interpretError("ping", p.pool.Ping(ctx))
+}
+
+// Migrate implements Store: it applies the embedded migrations not yet
+// recorded in sys_reconciler_schema, in one transaction under an advisory
+// lock, so concurrent migrates and repeated runs are harmless.
+func (p *PG) Migrate(ctx context.Context) error {
+	ms, err := loadMigrations("postgres")
+	if err != nil {
+		return err
+	}
+	err = pgx.BeginFunc(ctx, p.pool, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, "SELECT pg_advisory_xact_lock($1)", lockMigrate); err != nil {
+			return err
+		}
+		if _, err := tx.Exec(ctx, `SET LOCAL client_min_messages = warning;
+CREATE TABLE IF NOT EXISTS sys_reconciler_schema (
+  version integer PRIMARY KEY, name text NOT NULL, applied_at timestamptz NOT NULL DEFAULT now())`); err != nil {
+			return err
+		}
+		var have int
+		if err := tx.QueryRow(ctx, "SELECT coalesce(max(version), 0) FROM sys_reconciler_schema").Scan(&have); err != nil {
+			return err
+		}
+		for _, m := range ms {
+			if m.version <= have {
+				continue
+			}
+			if _, err := tx.Exec(ctx, m.sql); err != nil {
+				return fmt.Errorf("migration %04d_%s: %w", m.version, m.name, err)
+			}
+			if _, err := tx.Exec(ctx, "INSERT INTO sys_reconciler_schema (version, name) VALUES ($1, $2)", m.version, m.name); err != nil {
+				return err
+			}
+			p.log.InfoContext(ctx, "applied migration", slog.Int("version", m.version), slog.String("name", m.name))
+		}
+		return nil
+	})
+	return p.interpretError("migrate", err)
+}
+
+// CheckSchema implements Store.
+func (p *PG) CheckSchema(ctx context.Context) error {
+	var v int
+	err := p.pool.QueryRow(ctx, "SELECT coalesce(max(version), 0) FROM sys_reconciler_schema").Scan(&v)
+	if err != nil {
+		return p.interpretError("check schema", err)
+	}
+	return checkVersion(p.url, v)
+}
+
+func checkVersion(url string, v int) error {
+	if v < SchemaVersion {
+		return fmt.Errorf("check schema %s: %w: version %d, need %d: run `reconciler migrate`", url, ErrSchema, v, SchemaVersion)
+	}
+	return nil
+}
+
+// pgSnap is the parsed bounds of a textual pg_snapshot.
+type pgSnap struct{ xmin, xmax uint64 }
+
+func parseSnapshot(s string) (pgSnap, error) {
+	parts := strings.SplitN(s, ":", 3)
+	if len(parts) != 3 {
+		return pgSnap{}, fmt.Errorf("bad snapshot %q", s)
+	}
+	xmin, err1 := strconv.ParseUint(parts[0], 10, 64)
+	xmax, err2 := strconv.ParseUint(parts[1], 10, 64)
+	if err1 != nil || err2 != nil {
+		return pgSnap{}, fmt.Errorf("bad snapshot %q", s)
+	}
+	return pgSnap{xmin, xmax}, nil
+}
+
+// pollSQL is the whole poll in one statement: the entries visible in the
+// current snapshot but not in the previous one ($1) — those whose xid was in
+// progress in $1 or falls in [$1.xmax, cur.xmax) — plus everything needed to
+// detect an expired or regressed cursor. Both branches read only the
+// (xid) INCLUDE (source, key, seq) index.
+const pollSQL = `WITH cur AS (SELECT pg_current_snapshot() AS s),
+prev AS (SELECT $1::text::pg_snapshot AS s),
+ch AS (
+  SELECT j.seq, j.source, j.key
+  FROM cur, prev, sys_reconcile_journal j
+  WHERE j.xid >= pg_snapshot_xmax(prev.s) AND j.xid < pg_snapshot_xmax(cur.s)
+    AND pg_visible_in_snapshot(j.xid, cur.s)
+  UNION ALL
+  SELECT j.seq, j.source, j.key
+  FROM cur, prev, pg_snapshot_xip(prev.s) AS x(xid)
+  JOIN sys_reconcile_journal j ON j.xid = x.xid
+  WHERE pg_visible_in_snapshot(j.xid, cur.s)
+)
+SELECT cur.s::text, st.store_id, st.pruned_xid::text,
+  greatest((SELECT max(seq) FROM sys_reconcile_journal), st.pruned_seq),
+  now(), coalesce(agg.sources, '{}'), coalesce(agg.keys, '{}')
+FROM cur, sys_reconciler_state st,
+  (SELECT array_agg(source ORDER BY seq) AS sources, array_agg(key ORDER BY seq) AS keys FROM ch) agg
+WHERE st.id = 1`
+
+// Poll implements Source in one round trip.
+func (p *PG) Poll(ctx context.Context, cur Cursor) ([]Address, Cursor, error) {
+	if cur.IsZero() {
+		return nil, cur, fmt.Errorf("poll %s: %w (no cursor yet)", p.url, ErrCursorExpired)
+	}
+	prev, err := parseSnapshot(cur.Snapshot)
+	if err != nil {
+		return nil, cur, fmt.Errorf("poll %s: %w: %v", p.url, ErrCursorRegressed, err)
+	}
+	var (
+		snap, storeID, prunedXid string
+		head                     int64
+		at                       time.Time
+		sources, keys            []string
+	)
+	err = p.pool.QueryRow(ctx, pollSQL, cur.Snapshot).Scan(&snap, &storeID, &prunedXid, &head, &at, &sources, &keys)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, cur, fmt.Errorf("poll %s: %w: no sys_reconciler_state row", p.url, ErrSchema)
+	}
+	if err != nil {
+		return nil, cur, p.interpretError("poll", err)
+	}
+	now, err := parseSnapshot(snap)
+	if err != nil {
+		return nil, cur, fmt.Errorf("poll %s: %v", p.url, err)
+	}
+	pruned, _ := strconv.ParseUint(prunedXid, 10, 64)
+	switch {
+	case storeID != cur.StoreID:
+		return nil, cur, fmt.Errorf("poll %s: %w: store id %s, cursor's %s", p.url, ErrCursorRegressed, storeID, cur.StoreID)
+	case cur.Seq > head:
+		return nil, cur, fmt.Errorf("poll %s: %w: journal head %d behind cursor seq %d", p.url, ErrCursorRegressed, head, cur.Seq)
+	case prev.xmax > now.xmax:
+		return nil, cur, fmt.Errorf("poll %s: %w: snapshot xmax %d behind cursor's %d", p.url, ErrCursorRegressed, now.xmax, prev.xmax)
+	case pruned != 0 && pruned >= prev.xmin:
+		return nil, cur, fmt.Errorf("poll %s: %w: pruned up to xid %d, cursor %s", p.url, ErrCursorExpired, pruned, cur)
+	}
+	addrs := make([]Address, len(sources))
+	for i := range sources {
+		addrs[i] = Address{Table: Table(sources[i]), Key: keys[i]}
+	}
+	return addrs, Cursor{StoreID: storeID, Seq: max(head, cur.Seq), Snapshot: snap, At: at}, nil
+}
+
+const (
+	pgSelectMetadata   = `SELECT id, organization_id, type, name, state, metadata::text, version, checksum, revision, updated_at FROM sys_metadata`
+	pgSelectCredential = `SELECT ref, value, revision, updated_at FROM sys_connector_credential`
+	pgSelectDatasource = `SELECT name, driver, config::text, pool::text, external::text, active, revision, updated_at FROM sys_datasource`
+)
+
+// Relist implements Source: one REPEATABLE READ, read-only transaction; its
+// own pg_current_snapshot() is the cursor.
+func (p *PG) Relist(ctx context.Context) (Rows, Cursor, error) {
+	var (
+		rows Rows
+		c    Cursor
+	)
+	err := pgx.BeginTxFunc(ctx, p.pool, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly}, func(tx pgx.Tx) error {
+		err := tx.QueryRow(ctx, `SELECT pg_current_snapshot()::text, store_id,
+  greatest((SELECT max(seq) FROM sys_reconcile_journal), pruned_seq), now()
+FROM sys_reconciler_state WHERE id = 1`).Scan(&c.Snapshot, &c.StoreID, &c.Seq, &c.At)
+		if err != nil {
+			return err
+		}
+		b := &pgx.Batch{}
+		queueSelects(b, &rows, pgSelectMetadata+" ORDER BY id", nil, pgSelectCredential+" ORDER BY ref", nil, pgSelectDatasource+" ORDER BY name", nil)
+		return tx.SendBatch(ctx, b).Close()
+	})
+	if errors.Is(err, pgx.ErrNoRows) {
+		return Rows{}, Cursor{}, fmt.Errorf("relist %s: %w: no sys_reconciler_state row", p.url, ErrSchema)
+	}
+	if err != nil {
+		return Rows{}, Cursor{}, p.interpretError("relist", err)
+	}
+	return rows, c, nil
+}
+
+// queueSelects queues up to three selects (a "" query is skipped) whose
+// results are appended to rows.
+func queueSelects(b *pgx.Batch, rows *Rows, qm string, am []any, qc string, ac []any, qd string, ad []any) {
+	if qm != "" {
+		b.Queue(qm, am...).Query(func(r pgx.Rows) error {
+			var err error
+			rows.Metadata, err = pgx.CollectRows(r, func(r pgx.CollectableRow) (MetadataRow, error) {
+				var m MetadataRow
+				var body string
+				var sum *string
+				err := r.Scan(&m.ID, &m.OrganizationID, &m.Type, &m.Name, &m.State, &body, &m.Version, &sum, &m.Revision, &m.UpdatedAt)
+				m.Metadata = json.RawMessage(body)
+				if sum != nil {
+					m.Checksum = *sum
+				}
+				return m, err
+			})
+			return err
+		})
+	}
+	if qc != "" {
+		b.Queue(qc, ac...).Query(func(r pgx.Rows) error {
+			var err error
+			rows.Credentials, err = pgx.CollectRows(r, func(r pgx.CollectableRow) (CredentialRow, error) {
+				var c CredentialRow
+				var v *string
+				err := r.Scan(&c.Ref, &v, &c.Revision, &c.UpdatedAt)
+				if v != nil {
+					c.Value = NewSecret(*v)
+				} else {
+					c.Cleared = true
+				}
+				return c, err
+			})
+			return err
+		})
+	}
+	if qd != "" {
+		b.Queue(qd, ad...).Query(func(r pgx.Rows) error {
+			var err error
+			rows.Datasources, err = pgx.CollectRows(r, func(r pgx.CollectableRow) (DatasourceRow, error) {
+				var d DatasourceRow
+				var cfg, pool, ext string
+				err := r.Scan(&d.Name, &d.Driver, &cfg, &pool, &ext, &d.Active, &d.Revision, &d.UpdatedAt)
+				d.Config, d.Pool, d.External = json.RawMessage(cfg), json.RawMessage(pool), json.RawMessage(ext)
+				return d, err
+			})
+			return err
+		})
+	}
+}
+
+// splitKeys groups addresses by table.
+func splitKeys(addrs []Address) (meta, cred, ds []string, err error) {
+	for _, a := range addrs {
+		switch a.Table {
+		case TableMetadata:
+			meta = append(meta, a.Key)
+		case TableCredential:
+			cred = append(cred, a.Key)
+		case TableDatasource:
+			ds = append(ds, a.Key)
+		default:
+			return nil, nil, nil, fmt.Errorf("read: unknown table %q", a.Table)
+		}
+	}
+	return meta, cred, ds, nil
+}
+
+// Read implements Source in one round trip (a batch of up to three selects).
+func (p *PG) Read(ctx context.Context, addrs []Address) (Rows, error) {
+	meta, cred, ds, err := splitKeys(addrs)
+	if err != nil {
+		return Rows{}, err
+	}
+	var rows Rows
+	b := &pgx.Batch{}
+	var qm, qc, qd string
+	if len(meta) > 0 {
+		qm = pgSelectMetadata + " WHERE id = ANY($1) ORDER BY id"
+	}
+	if len(cred) > 0 {
+		qc = pgSelectCredential + " WHERE ref = ANY($1) ORDER BY ref"
+	}
+	if len(ds) > 0 {
+		qd = pgSelectDatasource + " WHERE name = ANY($1) ORDER BY name"
+	}
+	if b.Len() == 0 && qm == "" && qc == "" && qd == "" {
+		return rows, nil
+	}
+	queueSelects(b, &rows, qm, []any{meta}, qc, []any{cred}, qd, []any{ds})
+	if err := p.pool.SendBatch(ctx, b).Close(); err != nil {
+		return Rows{}, p.interpretError("read", err)
+	}
+	return rows, nil
+}
+
+// Prune implements Source. Only entries of transactions older than every
+// open one (xid below the current xmin) are deleted, so the recorded
+// horizon (the highest pruned xid) is exact.
+func (p *PG) Prune(ctx context.Context, retention time.Duration) (int64, error) {
+	var n int64
+	err := pgx.BeginFunc(ctx, p.pool, func(tx pgx.Tx) error {
+		var got bool
+		if err := tx.QueryRow(ctx, "SELECT pg_try_advisory_xact_lock($1)", lockPrune).Scan(&got); err != nil || !got {
+			return err
+		}
+		return tx.QueryRow(ctx, `WITH d AS (
+  DELETE FROM sys_reconcile_journal
+  WHERE at <= now() - make_interval(secs => $1) AND xid < pg_snapshot_xmin(pg_current_snapshot())
+  RETURNING xid, seq
+), m AS (SELECT count(*) AS n, max(xid) AS xid, max(seq) AS seq FROM d)
+UPDATE sys_reconciler_state st
+SET pruned_xid = greatest(st.pruned_xid, m.xid), pruned_seq = greatest(st.pruned_seq, m.seq),
+  pruned_at = CASE WHEN m.n > 0 THEN now() ELSE st.pruned_at END
+FROM m WHERE st.id = 1
+RETURNING m.n`, retention.Seconds()).Scan(&n)
+	})
+	if err != nil {
+		return 0, p.interpretError("prune journal", err)
+	}
+	return n, nil
+}
+
+// Stall implements Source.
+func (p *PG) Stall(ctx context.Context, cur Cursor, minAge time.Duration) (Stall, error) {
+	var st Stall
+	snap := cur.Snapshot
+	if snap == "" {
+		snap = "1:1:"
+	}
+	b := &pgx.Batch{}
+	b.Queue(`SELECT count(*) FROM sys_reconcile_journal j
+WHERE j.xid >= pg_snapshot_xmin($1::text::pg_snapshot) AND NOT pg_visible_in_snapshot(j.xid, $1::text::pg_snapshot)`, snap).
+		QueryRow(func(r pgx.Row) error { return r.Scan(&st.Pending) })
+	b.Queue(`SELECT pid, extract(epoch FROM clock_timestamp() - xact_start)::float8, coalesce(state, ''), coalesce(application_name, '')
+FROM pg_stat_activity
+WHERE backend_xid IS NOT NULL AND datname = current_database() AND pid <> pg_backend_pid()
+  AND xact_start <= clock_timestamp() - make_interval(secs => $1)
+ORDER BY xact_start`, minAge.Seconds()).Query(func(r pgx.Rows) error {
+		var err error
+		st.Blockers, err = pgx.CollectRows(r, func(r pgx.CollectableRow) (Blocker, error) {
+			var b Blocker
+			var age float64
+			err := r.Scan(&b.PID, &age, &b.State, &b.App)
+			b.XactAge = time.Duration(age * float64(time.Second))
+			return b, err
+		})
+		return err
+	})
+	if err := p.pool.SendBatch(ctx, b).Close(); err != nil {
+		return Stall{}, p.interpretError("stall", err)
+	}
+	return st, nil
+}
+
+// Head implements Source.
+func (p *PG) Head(ctx context.Context) (Watermark, error) {
+	var w Watermark
+	err := p.pool.QueryRow(ctx, `SELECT greatest((SELECT coalesce(max(seq), 0) FROM sys_reconcile_journal), pruned_seq), now()
+FROM sys_reconciler_state WHERE id = 1`).Scan(&w.Seq, &w.At)
+	if err != nil {
+		return Watermark{}, p.interpretError("head", err)
+	}
+	return w, nil
+}
+
+func nullTime(t time.Time) *time.Time {
+	if t.IsZero() {
+		return nil
+	}
+	return &t
+}
+
+func countsJSON(c map[string]int64) string {
+	if c == nil {
+		return "{}"
+	}
+	b, _ := json.Marshal(c)
+	return string(b)
+}
+
+// Heartbeat implements Source.
+func (p *PG) Heartbeat(ctx context.Context, r Replica) error {
+	_, err := p.pool.Exec(ctx, `INSERT INTO sys_reconciler_replica
+  (replica_id, host, pid, version, started_at, heartbeat_at, cursor, cursor_seq, cursor_at, counts, stopped, last_error)
+VALUES ($1, $2, $3, $4, coalesce($5, now()), coalesce($6, now()), $7, $8, $9, $10::text::jsonb, $11, $12)
+ON CONFLICT (replica_id) DO UPDATE SET host = EXCLUDED.host, pid = EXCLUDED.pid, version = EXCLUDED.version,
+  started_at = EXCLUDED.started_at, heartbeat_at = EXCLUDED.heartbeat_at, cursor = EXCLUDED.cursor,
+  cursor_seq = EXCLUDED.cursor_seq, cursor_at = EXCLUDED.cursor_at, counts = EXCLUDED.counts,
+  stopped = EXCLUDED.stopped, last_error = EXCLUDED.last_error`,
+		r.ReplicaID, r.Host, r.PID, r.Version, nullTime(r.StartedAt), nullTime(r.HeartbeatAt), r.Cursor, r.CursorSeq,
+		nullTime(r.CursorAt), countsJSON(r.Counts), r.Stopped, r.LastError)
+	return p.interpretError("heartbeat", err)
+}
+
+// Replicas implements Source.
+func (p *PG) Replicas(ctx context.Context) ([]Replica, error) {
+	rows, err := p.pool.Query(ctx, `SELECT replica_id, host, pid, version, started_at, heartbeat_at, cursor, cursor_seq,
+  cursor_at, counts::text, stopped, last_error FROM sys_reconciler_replica ORDER BY replica_id`)
+	if err != nil {
+		return nil, p.interpretError("list replicas", err)
+	}
+	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (Replica, error) {
+		var rep Replica
+		var cursorAt *time.Time
+		var counts string
+		err := r.Scan(&rep.ReplicaID, &rep.Host, &rep.PID, &rep.Version, &rep.StartedAt, &rep.HeartbeatAt, &rep.Cursor,
+			&rep.CursorSeq, &cursorAt, &counts, &rep.Stopped, &rep.LastError)
+		if cursorAt != nil {
+			rep.CursorAt = *cursorAt
+		}
+		if err == nil {
+			err = json.Unmarshal([]byte(counts), &rep.Counts)
+		}
+		return rep, err
+	})
+	if err != nil {
+		return nil, p.interpretError("list replicas", err)
+	}
+	return out, nil
+}
+
+// WriteDrift implements Source.
+func (p *PG) WriteDrift(ctx context.Context, replicaID string, at time.Time, report json.RawMessage) error {
+	_, err := p.pool.Exec(ctx, `INSERT INTO sys_reconciler_drift (replica_id, at, report) VALUES ($1, $2, $3::text::jsonb)
+ON CONFLICT (replica_id) DO UPDATE SET at = EXCLUDED.at, report = EXCLUDED.report`, replicaID, at, string(report))
+	return p.interpretError("write drift", err)
+}
+
+// Listen implements Hinter: LISTEN on a dedicated connection (not one of the
+// pool's), reconnecting with backoff, until ctx ends. It calls wake after
+// every (re)connect too, since hints may have been missed meanwhile.
+func (p *PG) Listen(ctx context.Context, wake func()) error {
+	cfg := p.pool.Config().ConnConfig.Copy()
+	const minBackoff, maxBackoff = 100 * time.Millisecond, 30 * time.Second
+	backoff := minBackoff
+	for {
+		err := p.listenOnce(ctx, cfg, wake, func() { backoff = minBackoff })
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		p.log.WarnContext(ctx, "hint listener disconnected", slog.Any("err", p.interpretError("listen", err)), slog.Duration("retry_in", backoff))
+		t := time.NewTimer(backoff)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return ctx.Err()
+		case <-t.C:
+		}
+		backoff = min(backoff*2, maxBackoff)
+	}
+}
+
+func (p *PG) listenOnce(ctx context.Context, cfg *pgx.ConnConfig, wake, connected func()) error {
+	conn, err := pgx.ConnectConfig(ctx, cfg)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		cctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
+		_ = conn.Close(cctx)
+	}()
+	if _, err := conn.Exec(ctx, "LISTEN "+hintChannel); err != nil {
+		return err
+	}
+	connected()
+	wake()
+	for {
+		if _, err := conn.WaitForNotification(ctx); err != nil {
+			return err
+		}
+		wake()
+	}
+}

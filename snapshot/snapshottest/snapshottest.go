@@ -1,0 +1,202 @@
+package snapshottest
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	_ "modernc.org/sqlite" // the SQLite driver for plain-SQL writers
+
+	"github.com/objectstack-fleet/reconciler/internal/testdb"
+	"github.com/objectstack-fleet/reconciler/snapshot"
+)
+
+// TemplateName is the PostgreSQL template database holding this binary's
+// migrated schema: named after the schema version and the migrations'
+// fingerprint.
+func TemplateName() string {
+	return fmt.Sprintf("reconciler_tpl_v%d_%s", snapshot.SchemaVersion, snapshot.SchemaFingerprint())
+}
+
+// NewPostgresURL returns the URL of a fresh, migrated PostgreSQL database
+// with its own store id, dropped when the test ends.
+func NewPostgresURL(t testing.TB) string {
+	t.Helper()
+	tpl := testdb.Template(t, TemplateName(), func(ctx context.Context, url string) error {
+		s, err := snapshot.Open(url, snapshot.OpenOptions{})
+		if err != nil {
+			return err
+		}
+		defer s.Close()
+		return s.Migrate(ctx)
+	})
+	url := testdb.NewFromTemplate(t, tpl)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	// Copies of one template would share a store id; a new database is a
+	// new store.
+	if err := testdb.Exec(ctx, url, "UPDATE sys_reconciler_state SET store_id = gen_random_uuid()::text"); err != nil {
+		t.Fatalf("snapshottest: set store id: %v", err)
+	}
+	return url
+}
+
+// NewPostgres returns an open store on a fresh, migrated PostgreSQL
+// database and its URL. The store is closed and the database dropped when
+// the test ends.
+func NewPostgres(t testing.TB) (snapshot.Store, string) {
+	t.Helper()
+	url := NewPostgresURL(t)
+	return open(t, url), url
+}
+
+// NewSQLiteURL returns the URL of a migrated SQLite file in t.TempDir().
+func NewSQLiteURL(t testing.TB) string {
+	t.Helper()
+	url := "sqlite://" + filepath.Join(t.TempDir(), "store.db")
+	s := open(t, url)
+	s.Close()
+	return url
+}
+
+// NewSQLite returns an open store on a migrated SQLite file in t.TempDir()
+// and its URL; the store is closed when the test ends.
+func NewSQLite(t testing.TB) (snapshot.Store, string) {
+	t.Helper()
+	url := "sqlite://" + filepath.Join(t.TempDir(), "store.db")
+	return open(t, url), url
+}
+
+func open(t testing.TB, url string) snapshot.Store {
+	t.Helper()
+	s, err := snapshot.Open(url, snapshot.OpenOptions{})
+	if err != nil {
+		t.Fatalf("snapshottest: open: %v", err)
+	}
+	t.Cleanup(s.Close)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	if err := s.Migrate(ctx); err != nil {
+		t.Fatalf("snapshottest: migrate: %v", err)
+	}
+	return s
+}
+
+// Each runs f as a parallel subtest per store kind ("postgres", "sqlite"),
+// each with its own fresh, migrated store.
+func Each(t *testing.T, f func(t *testing.T, s snapshot.Store, url string)) {
+	t.Helper()
+	t.Run("postgres", func(t *testing.T) {
+		t.Parallel()
+		s, url := NewPostgres(t)
+		f(t, s, url)
+	})
+	t.Run("sqlite", func(t *testing.T) {
+		t.Parallel()
+		s, url := NewSQLite(t)
+		f(t, s, url)
+	})
+}
+
+// Exec runs one statement on the store at url (postgres:// or sqlite://)
+// on a connection of its own, failing the test on error. Placeholders are
+// $1, $2, … on both stores, so one statement text serves both.
+func Exec(t testing.TB, url, query string, args ...any) {
+	t.Helper()
+	c := Connect(t, url)
+	defer c.Close()
+	c.Exec(t, query, args...)
+}
+
+// Conn is a plain-SQL connection to either store, for writing rows the way
+// an application (or psql) does.
+type Conn struct {
+	pg *pgx.Conn
+	db *sql.DB
+	sq *sql.Conn
+}
+
+// Connect opens a Conn to the store at url; it is closed when the test ends
+// (Close earlier is fine).
+func Connect(t testing.TB, url string) *Conn {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	c := &Conn{}
+	if strings.HasPrefix(url, "sqlite://") {
+		path, err := snapshot.SQLitePath(url)
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.db, err = sql.Open("sqlite", "file:"+path+"?_pragma=busy_timeout(30000)&_pragma=journal_mode(WAL)")
+		if err == nil {
+			c.sq, err = c.db.Conn(ctx)
+		}
+		if err != nil {
+			t.Fatalf("snapshottest: open %s: %v", url, err)
+		}
+	} else {
+		var err error
+		c.pg, err = pgx.Connect(ctx, url)
+		if err != nil {
+			t.Fatalf("snapshottest: connect %s: %v", snapshot.RedactURL(url), err)
+		}
+	}
+	t.Cleanup(c.Close)
+	return c
+}
+
+// Close closes the connection; a second Close does nothing.
+func (c *Conn) Close() {
+	if c.pg != nil {
+		_ = c.pg.Close(context.Background())
+		c.pg = nil
+	}
+	if c.db != nil {
+		_ = c.sq.Close()
+		_ = c.db.Close()
+		c.db, c.sq = nil, nil
+	}
+}
+
+// Try runs one statement and returns its error (for writes expected to
+// fail, or for callers that must not call t.Fatal off the test goroutine).
+func (c *Conn) Try(ctx context.Context, query string, args ...any) error {
+	if c.pg != nil {
+		_, err := c.pg.Exec(ctx, query, args...)
+		return err
+	}
+	_, err := c.sq.ExecContext(ctx, query, args...)
+	return err
+}
+
+// Exec runs one statement, failing the test on error.
+func (c *Conn) Exec(t testing.TB, query string, args ...any) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	if err := c.Try(ctx, query, args...); err != nil {
+		t.Fatalf("snapshottest: exec %q: %v", query, err)
+	}
+}
+
+// Begin starts a transaction on c (BEGIN IMMEDIATE on SQLite: the write
+// lock up front, as writers should). End it with Commit or Rollback (Exec
+// "COMMIT"/"ROLLBACK").
+func (c *Conn) Begin(ctx context.Context) error {
+	if c.pg != nil {
+		return c.Try(ctx, "BEGIN")
+	}
+	return c.Try(ctx, "BEGIN IMMEDIATE")
+}
+
+// Commit commits the transaction begun with Begin.
+func (c *Conn) Commit(ctx context.Context) error { return c.Try(ctx, "COMMIT") }
+
+// Rollback rolls back the transaction begun with Begin.
+func (c *Conn) Rollback(ctx context.Context) error { return c.Try(ctx, "ROLLBACK") }

@@ -1,0 +1,462 @@
+package snapshot
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/url"
+	"strings"
+	"time"
+
+	"modernc.org/sqlite"
+	sqlite3 "modernc.org/sqlite/lib"
+)
+
+// SQLite is the embedded store (pure Go, no cgo). One writer at a time
+// makes journal seq order commit order, so its cursor is the seq.
+type SQLite struct {
+	db   *sql.DB
+	path string
+	url  string
+	log  *slog.Logger
+}
+
+var _ Store = (*SQLite)(nil)
+
+// sqliteTime is how timestamps are stored: RFC 3339 in UTC with
+// milliseconds, the same text strftime('%Y-%m-%dT%H:%M:%fZ') writes, so
+// they compare as strings.
+const sqliteTime = "2006-01-02T15:04:05.000Z"
+
+// SQLitePath returns the file path of a sqlite:// URL: sqlite://rel/path.db
+// is relative to the working directory, sqlite:///abs/path.db absolute.
+func SQLitePath(rawURL string) (string, error) {
+	rest, ok := strings.CutPrefix(rawURL, "sqlite://")
+	if !ok {
+		return "", badURL(rawURL, "not a sqlite:// url")
+	}
+	if i := strings.IndexAny(rest, "?#"); i >= 0 {
+		return "", badURL(rawURL, "sqlite urls take no query or fragment")
+	}
+	p, err := url.PathUnescape(rest)
+	if err != nil {
+		return "", badURL(rawURL, err.Error())
+	}
+	if p == "" || p == "/" {
+		return "", badURL(rawURL, "missing database file path (want sqlite://rel/path.db or sqlite:///abs/path.db)")
+	}
+	return p, nil
+}
+
+func newSQLite(rawURL string, opts OpenOptions) (*SQLite, error) {
+	p, err := SQLitePath(rawURL)
+	if err != nil {
+		return nil, err
+	}
+	dsn := "file:" + (&url.URL{Path: p}).EscapedPath() +
+		"?_pragma=busy_timeout(30000)&_pragma=journal_mode(WAL)&_pragma=synchronous(NORMAL)"
+	db, err := sql.Open("sqlite", dsn) // no I/O until first use
+	if err != nil {
+		return nil, badURL(rawURL, err.Error())
+	}
+	db.SetMaxOpenConns(8)
+	db.SetMaxIdleConns(4)
+	return &SQLite{db: db, path: p, url: rawURL, log: logger(opts)}, nil
+}
+
+// Kind implements Store.
+func (s *SQLite) Kind() string { return "sqlite" }
+
+// Close implements Source.
+func (s *SQLite) Close() { _ = s.db.Close() }
+
+// interpretError maps a sqlite error to the package's sentinels; it is the
+// only place that looks at sqlite error types.
+func (s *SQLite) interpretError(op string, err error) error {
+	if err == nil {
+		return nil
+	}
+	e := &storeError{op: op, url: s.url, msg: err.Error()}
+	var se *sqlite.Error
+	switch {
+	case errors.Is(err, context.Canceled):
+		e.ctxErr = context.Canceled
+	case errors.Is(err, context.DeadlineExceeded):
+		e.sentinel, e.ctxErr = ErrUnavailable, context.DeadlineExceeded
+	case errors.As(err, &se):
+		msg := se.Error()
+		switch se.Code() & 0xff {
+		case sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED, sqlite3.SQLITE_CANTOPEN, sqlite3.SQLITE_IOERR,
+			sqlite3.SQLITE_READONLY, sqlite3.SQLITE_FULL, sqlite3.SQLITE_NOTADB, sqlite3.SQLITE_CORRUPT,
+			sqlite3.SQLITE_PERM, sqlite3.SQLITE_AUTH:
+			e.sentinel = ErrUnavailable
+		default:
+			if strings.Contains(msg, "no such table") || strings.Contains(msg, "no such column") {
+				e.sentinel = ErrSchema
+				e.msg += ": run `reconciler migrate`"
+			}
+		}
+	case errors.Is(err, sql.ErrConnDone), strings.Contains(err.Error(), "database is closed"):
+		e.sentinel = ErrUnavailable
+	}
+	return e
+}
+
+// Ping implements Store.
+func (s *SQLite) Ping(ctx context.Context) error {
+	return s.interpretError("ping", s.db.PingContext(ctx))
+}
+
+// writeTx runs f in a BEGIN IMMEDIATE transaction (the write lock up front,
+// so no upgrade deadlock).
+func (s *SQLite) writeTx(ctx context.Context, f func(c *sql.Conn) error) (err error) {
+	c, err := s.db.Conn(ctx)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	if _, err := c.ExecContext(ctx, "BEGIN IMMEDIATE"); err != nil {
+		return err
+	}
+	defer func() {
+		if err != nil {
+			_, _ = c.ExecContext(context.WithoutCancel(ctx), "ROLLBACK")
+		}
+	}()
+	if err := f(c); err != nil {
+		return err
+	}
+	_, err = c.ExecContext(ctx, "COMMIT")
+	return err
+}
+
+// Migrate implements Store.
+func (s *SQLite) Migrate(ctx context.Context) error {
+	ms, err := loadMigrations("sqlite")
+	if err != nil {
+		return err
+	}
+	err = s.writeTx(ctx, func(c *sql.Conn) error {
+		if _, err := c.ExecContext(ctx, `CREATE TABLE IF NOT EXISTS sys_reconciler_schema (
+  version INTEGER PRIMARY KEY, name TEXT NOT NULL,
+  applied_at TEXT NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%fZ', 'now')))`); err != nil {
+			return err
+		}
+		var have int
+		if err := c.QueryRowContext(ctx, "SELECT coalesce(max(version), 0) FROM sys_reconciler_schema").Scan(&have); err != nil {
+			return err
+		}
+		for _, m := range ms {
+			if m.version <= have {
+				continue
+			}
+			if _, err := c.ExecContext(ctx, m.sql); err != nil {
+				return fmt.Errorf("migration %04d_%s: %w", m.version, m.name, err)
+			}
+			if _, err := c.ExecContext(ctx, "INSERT INTO sys_reconciler_schema (version, name) VALUES (?, ?)", m.version, m.name); err != nil {
+				return err
+			}
+			s.log.InfoContext(ctx, "applied migration", slog.Int("version", m.version), slog.String("name", m.name))
+		}
+		return nil
+	})
+	return s.interpretError("migrate", err)
+}
+
+// CheckSchema implements Store.
+func (s *SQLite) CheckSchema(ctx context.Context) error {
+	var v int
+	if err := s.db.QueryRowContext(ctx, "SELECT coalesce(max(version), 0) FROM sys_reconciler_schema").Scan(&v); err != nil {
+		return s.interpretError("check schema", err)
+	}
+	return checkVersion(s.url, v)
+}
+
+const sqliteHead = `max(coalesce((SELECT max(seq) FROM sys_reconcile_journal), 0), st.pruned_seq)`
+
+// Poll implements Source with one statement (one consistent read).
+func (s *SQLite) Poll(ctx context.Context, cur Cursor) ([]Address, Cursor, error) {
+	if cur.IsZero() {
+		return nil, cur, fmt.Errorf("poll %s: %w (no cursor yet)", s.url, ErrCursorExpired)
+	}
+	rows, err := s.db.QueryContext(ctx, `SELECT st.store_id, st.pruned_seq, `+sqliteHead+`,
+  strftime('%Y-%m-%dT%H:%M:%fZ', 'now'), j.source, j.key
+FROM sys_reconciler_state st LEFT JOIN sys_reconcile_journal j ON j.seq > ?
+WHERE st.id = 1 ORDER BY j.seq`, cur.Seq)
+	if err != nil {
+		return nil, cur, s.interpretError("poll", err)
+	}
+	defer rows.Close()
+	var (
+		addrs        []Address
+		storeID, at  string
+		pruned, head int64
+		source, key  sql.NullString
+		n            int
+	)
+	for rows.Next() {
+		if err := rows.Scan(&storeID, &pruned, &head, &at, &source, &key); err != nil {
+			return nil, cur, s.interpretError("poll", err)
+		}
+		n++
+		if source.Valid {
+			addrs = append(addrs, Address{Table: Table(source.String), Key: key.String})
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return nil, cur, s.interpretError("poll", err)
+	}
+	switch {
+	case n == 0:
+		return nil, cur, fmt.Errorf("poll %s: %w: no sys_reconciler_state row", s.url, ErrSchema)
+	case storeID != cur.StoreID:
+		return nil, cur, fmt.Errorf("poll %s: %w: store id %s, cursor's %s", s.url, ErrCursorRegressed, storeID, cur.StoreID)
+	case cur.Seq > head:
+		return nil, cur, fmt.Errorf("poll %s: %w: journal head %d behind cursor seq %d", s.url, ErrCursorRegressed, head, cur.Seq)
+	case pruned > cur.Seq:
+		return nil, cur, fmt.Errorf("poll %s: %w: pruned up to seq %d, cursor %s", s.url, ErrCursorExpired, pruned, cur)
+	}
+	return addrs, Cursor{StoreID: storeID, Seq: head, At: parseSQLiteTime(at)}, nil
+}
+
+func parseSQLiteTime(s string) time.Time {
+	t, err := time.Parse(time.RFC3339Nano, s)
+	if err != nil {
+		t, _ = time.Parse("2006-01-02 15:04:05", s) // CURRENT_TIMESTAMP written by hand
+	}
+	return t.UTC()
+}
+
+const (
+	sqSelectMetadata   = `SELECT id, organization_id, type, name, state, metadata, version, checksum, revision, updated_at FROM sys_metadata`
+	sqSelectCredential = `SELECT ref, value, revision, updated_at FROM sys_connector_credential`
+	sqSelectDatasource = `SELECT name, driver, config, pool, external, active, revision, updated_at FROM sys_datasource`
+)
+
+type querier interface {
+	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
+}
+
+func sqliteSelect[T any](ctx context.Context, q querier, query string, args []any, scan func(*sql.Rows) (T, error)) ([]T, error) {
+	rows, err := q.QueryContext(ctx, query, args...)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []T
+	for rows.Next() {
+		v, err := scan(rows)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, v)
+	}
+	return out, rows.Err()
+}
+
+func scanSQLiteMetadata(r *sql.Rows) (MetadataRow, error) {
+	var m MetadataRow
+	var body, at string
+	var sum sql.NullString
+	err := r.Scan(&m.ID, &m.OrganizationID, &m.Type, &m.Name, &m.State, &body, &m.Version, &sum, &m.Revision, &at)
+	m.Metadata, m.Checksum, m.UpdatedAt = json.RawMessage(body), sum.String, parseSQLiteTime(at)
+	return m, err
+}
+
+func scanSQLiteCredential(r *sql.Rows) (CredentialRow, error) {
+	var c CredentialRow
+	var v sql.NullString
+	var at string
+	err := r.Scan(&c.Ref, &v, &c.Revision, &at)
+	c.Value, c.Cleared, c.UpdatedAt = NewSecret(v.String), !v.Valid, parseSQLiteTime(at)
+	return c, err
+}
+
+func scanSQLiteDatasource(r *sql.Rows) (DatasourceRow, error) {
+	var d DatasourceRow
+	var cfg, pool, ext, at string
+	err := r.Scan(&d.Name, &d.Driver, &cfg, &pool, &ext, &d.Active, &d.Revision, &at)
+	d.Config, d.Pool, d.External = json.RawMessage(cfg), json.RawMessage(pool), json.RawMessage(ext)
+	d.UpdatedAt = parseSQLiteTime(at)
+	return d, err
+}
+
+// Relist implements Source in one read transaction.
+func (s *SQLite) Relist(ctx context.Context) (Rows, Cursor, error) {
+	tx, err := s.db.BeginTx(ctx, &sql.TxOptions{ReadOnly: true})
+	if err != nil {
+		return Rows{}, Cursor{}, s.interpretError("relist", err)
+	}
+	defer func() { _ = tx.Rollback() }()
+	var (
+		rows Rows
+		c    Cursor
+		at   string
+	)
+	err = tx.QueryRowContext(ctx, `SELECT store_id, `+sqliteHead+`, strftime('%Y-%m-%dT%H:%M:%fZ', 'now')
+FROM sys_reconciler_state st WHERE id = 1`).Scan(&c.StoreID, &c.Seq, &at)
+	if errors.Is(err, sql.ErrNoRows) {
+		return Rows{}, Cursor{}, fmt.Errorf("relist %s: %w: no sys_reconciler_state row", s.url, ErrSchema)
+	}
+	if err == nil {
+		c.At = parseSQLiteTime(at)
+		rows.Metadata, err = sqliteSelect(ctx, tx, sqSelectMetadata+" ORDER BY id", nil, scanSQLiteMetadata)
+	}
+	if err == nil {
+		rows.Credentials, err = sqliteSelect(ctx, tx, sqSelectCredential+" ORDER BY ref", nil, scanSQLiteCredential)
+	}
+	if err == nil {
+		rows.Datasources, err = sqliteSelect(ctx, tx, sqSelectDatasource+" ORDER BY name", nil, scanSQLiteDatasource)
+	}
+	if err != nil {
+		return Rows{}, Cursor{}, s.interpretError("relist", err)
+	}
+	return rows, c, nil
+}
+
+// jsonKeys passes a key set as one parameter, read back with json_each: the
+// SQLite counterpart of = ANY($1).
+func jsonKeys(keys []string) string {
+	b, _ := json.Marshal(keys)
+	return string(b)
+}
+
+// Read implements Source in one read transaction.
+func (s *SQLite) Read(ctx context.Context, addrs []Address) (Rows, error) {
+	meta, cred, ds, err := splitKeys(addrs)
+	if err != nil {
+		return Rows{}, err
+	}
+	var rows Rows
+	if len(meta)+len(cred)+len(ds) == 0 {
+		return rows, nil
+	}
+	tx, err := s.db.BeginTx(ctx, &sql.TxOptions{ReadOnly: true})
+	if err != nil {
+		return Rows{}, s.interpretError("read", err)
+	}
+	defer func() { _ = tx.Rollback() }()
+	const in = " IN (SELECT value FROM json_each(?))"
+	if len(meta) > 0 {
+		rows.Metadata, err = sqliteSelect(ctx, tx, sqSelectMetadata+" WHERE id"+in+" ORDER BY id", []any{jsonKeys(meta)}, scanSQLiteMetadata)
+	}
+	if err == nil && len(cred) > 0 {
+		rows.Credentials, err = sqliteSelect(ctx, tx, sqSelectCredential+" WHERE ref"+in+" ORDER BY ref", []any{jsonKeys(cred)}, scanSQLiteCredential)
+	}
+	if err == nil && len(ds) > 0 {
+		rows.Datasources, err = sqliteSelect(ctx, tx, sqSelectDatasource+" WHERE name"+in+" ORDER BY name", []any{jsonKeys(ds)}, scanSQLiteDatasource)
+	}
+	if err != nil {
+		return Rows{}, s.interpretError("read", err)
+	}
+	return rows, nil
+}
+
+// Prune implements Source: it deletes up to the newest entry older than
+// retention and records that seq as the horizon. The write lock makes it
+// one replica at a time.
+func (s *SQLite) Prune(ctx context.Context, retention time.Duration) (int64, error) {
+	var n int64
+	cutoff := time.Now().UTC().Add(-retention).Format(sqliteTime)
+	err := s.writeTx(ctx, func(c *sql.Conn) error {
+		var upTo int64
+		if err := c.QueryRowContext(ctx, "SELECT coalesce(max(seq), 0) FROM sys_reconcile_journal WHERE at <= ?", cutoff).Scan(&upTo); err != nil {
+			return err
+		}
+		if upTo == 0 {
+			return nil
+		}
+		res, err := c.ExecContext(ctx, "DELETE FROM sys_reconcile_journal WHERE seq <= ?", upTo)
+		if err != nil {
+			return err
+		}
+		n, _ = res.RowsAffected()
+		_, err = c.ExecContext(ctx, `UPDATE sys_reconciler_state SET pruned_seq = max(pruned_seq, ?),
+  pruned_at = strftime('%Y-%m-%dT%H:%M:%fZ', 'now') WHERE id = 1`, upTo)
+		return err
+	})
+	if err != nil {
+		return 0, s.interpretError("prune journal", err)
+	}
+	return n, nil
+}
+
+// Stall implements Source. SQLite has no concurrent writers to name.
+func (s *SQLite) Stall(ctx context.Context, cur Cursor, _ time.Duration) (Stall, error) {
+	var st Stall
+	err := s.db.QueryRowContext(ctx, "SELECT count(*) FROM sys_reconcile_journal WHERE seq > ?", cur.Seq).Scan(&st.Pending)
+	if err != nil {
+		return Stall{}, s.interpretError("stall", err)
+	}
+	return st, nil
+}
+
+// Head implements Source.
+func (s *SQLite) Head(ctx context.Context) (Watermark, error) {
+	var w Watermark
+	var at string
+	err := s.db.QueryRowContext(ctx, `SELECT `+sqliteHead+`, strftime('%Y-%m-%dT%H:%M:%fZ', 'now')
+FROM sys_reconciler_state st WHERE id = 1`).Scan(&w.Seq, &at)
+	if err != nil {
+		return Watermark{}, s.interpretError("head", err)
+	}
+	w.At = parseSQLiteTime(at)
+	return w, nil
+}
+
+func sqliteTimeArg(t time.Time) any {
+	if t.IsZero() {
+		return nil
+	}
+	return t.UTC().Format(sqliteTime)
+}
+
+// Heartbeat implements Source.
+func (s *SQLite) Heartbeat(ctx context.Context, r Replica) error {
+	_, err := s.db.ExecContext(ctx, `INSERT INTO sys_reconciler_replica
+  (replica_id, host, pid, version, started_at, heartbeat_at, cursor, cursor_seq, cursor_at, counts, stopped, last_error)
+VALUES (?1, ?2, ?3, ?4, coalesce(?5, strftime('%Y-%m-%dT%H:%M:%fZ', 'now')), coalesce(?6, strftime('%Y-%m-%dT%H:%M:%fZ', 'now')),
+  ?7, ?8, ?9, ?10, ?11, ?12)
+ON CONFLICT (replica_id) DO UPDATE SET host = excluded.host, pid = excluded.pid, version = excluded.version,
+  started_at = excluded.started_at, heartbeat_at = excluded.heartbeat_at, cursor = excluded.cursor,
+  cursor_seq = excluded.cursor_seq, cursor_at = excluded.cursor_at, counts = excluded.counts,
+  stopped = excluded.stopped, last_error = excluded.last_error`,
+		r.ReplicaID, r.Host, r.PID, r.Version, sqliteTimeArg(r.StartedAt), sqliteTimeArg(r.HeartbeatAt), r.Cursor, r.CursorSeq,
+		sqliteTimeArg(r.CursorAt), countsJSON(r.Counts), r.Stopped, r.LastError)
+	return s.interpretError("heartbeat", err)
+}
+
+// Replicas implements Source.
+func (s *SQLite) Replicas(ctx context.Context) ([]Replica, error) {
+	out, err := sqliteSelect(ctx, s.db, `SELECT replica_id, host, pid, version, started_at, heartbeat_at, cursor, cursor_seq,
+  cursor_at, counts, stopped, last_error FROM sys_reconciler_replica ORDER BY replica_id`, nil, func(r *sql.Rows) (Replica, error) {
+		var rep Replica
+		var started, hb, counts string
+		var cursorAt sql.NullString
+		err := r.Scan(&rep.ReplicaID, &rep.Host, &rep.PID, &rep.Version, &started, &hb, &rep.Cursor, &rep.CursorSeq,
+			&cursorAt, &counts, &rep.Stopped, &rep.LastError)
+		if err != nil {
+			return rep, err
+		}
+		rep.StartedAt, rep.HeartbeatAt = parseSQLiteTime(started), parseSQLiteTime(hb)
+		if cursorAt.Valid {
+			rep.CursorAt = parseSQLiteTime(cursorAt.String)
+		}
+		return rep, json.Unmarshal([]byte(counts), &rep.Counts)
+	})
+	if err != nil {
+		return nil, s.interpretError("list replicas", err)
+	}
+	return out, nil
+}
+
+// WriteDrift implements Source.
+func (s *SQLite) WriteDrift(ctx context.Context, replicaID string, at time.Time, report json.RawMessage) error {
+	_, err := s.db.ExecContext(ctx, `INSERT INTO sys_reconciler_drift (replica_id, at, report) VALUES (?, ?, ?)
+ON CONFLICT (replica_id) DO UPDATE SET at = excluded.at, report = excluded.report`,
+		replicaID, at.UTC().Format(sqliteTime), string(report))
+	return s.interpretError("write drift", err)
+}
