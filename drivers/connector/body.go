@@ -1,0 +1,205 @@
+package connector
+
+import (
+	"net/http"
+	"net/url"
+	"strings"
+	"time"
+
+	"github.com/objectstack-fleet/reconciler/drivers/internal/jsonobj"
+)
+
+// The providers.
+const (
+	ProviderREST    = "rest"
+	ProviderOpenAPI = "openapi"
+)
+
+// The auth types.
+const (
+	AuthBearer = "bearer"
+	AuthAPIKey = "api-key"
+	AuthBasic  = "basic"
+	AuthNone   = "none"
+)
+
+// DefaultAPIKeyHeader is the header an api-key credential is sent in when
+// auth.header is not set.
+const DefaultAPIKeyHeader = "X-API-Key"
+
+// Spec is a connector body, decoded and validated.
+type Spec struct {
+	Provider string
+	BaseURL  *url.URL
+	// ProbeMethod and ProbePath are the probe ("" path: baseUrl itself).
+	ProbeMethod string
+	ProbePath   string
+	HasProbe    bool
+	// SpecURL is the OpenAPI document's address (openapi only).
+	SpecURL *url.URL
+	// Timeout bounds each upstream request of materialization (0: default).
+	Timeout time.Duration
+	// AuthType is one of the Auth constants; CredentialRef and Header go
+	// with it.
+	AuthType      string
+	CredentialRef string
+	Header        string
+	Enabled       bool
+}
+
+// ParseSpec validates a connector body. Faults name the member
+// ("providerConfig.baseUrl is required", `unknown provider "mcp"`) and
+// wrap jsonobj.ErrBody.
+func ParseSpec(body []byte) (Spec, error) {
+	root, err := jsonobj.DecodeRoot(body, "body")
+	if err != nil {
+		return Spec{}, err
+	}
+	var s Spec
+	if s.Provider, err = root.Required("provider"); err != nil {
+		return Spec{}, err
+	}
+	if s.Provider != ProviderREST && s.Provider != ProviderOpenAPI {
+		return Spec{}, jsonobj.Faultf("unknown provider %q", s.Provider)
+	}
+	enabled, set, err := root.Bool("enabled")
+	if err != nil {
+		return Spec{}, err
+	}
+	s.Enabled = enabled || !set
+
+	pc, ok, err := root.Object("providerConfig")
+	if err != nil {
+		return Spec{}, err
+	}
+	if !ok {
+		return Spec{}, jsonobj.Faultf("providerConfig is required")
+	}
+	base, err := pc.Required("baseUrl")
+	if err != nil {
+		return Spec{}, err
+	}
+	if s.BaseURL, err = parseHTTPURL(base, nil, pc.Path("baseUrl")); err != nil {
+		return Spec{}, err
+	}
+	probe, ok, err := pc.Object("probe")
+	if err != nil {
+		return Spec{}, err
+	}
+	if ok {
+		s.HasProbe = true
+		if s.ProbeMethod, _, err = probe.String("method"); err != nil {
+			return Spec{}, err
+		}
+		if s.ProbeMethod == "" {
+			s.ProbeMethod = http.MethodGet
+		}
+		s.ProbeMethod = strings.ToUpper(s.ProbeMethod)
+		switch s.ProbeMethod {
+		case http.MethodGet, http.MethodHead, http.MethodOptions:
+		default:
+			return Spec{}, jsonobj.Faultf("%s must be GET, HEAD or OPTIONS", probe.Path("method"))
+		}
+		if s.ProbePath, _, err = probe.String("path"); err != nil {
+			return Spec{}, err
+		}
+		if _, err := parseHTTPURL(s.ProbePath, s.BaseURL, probe.Path("path")); err != nil {
+			return Spec{}, err
+		}
+	}
+	if s.Timeout, _, err = pc.Duration("timeout"); err != nil {
+		return Spec{}, err
+	}
+	spec, ok, err := pc.String("specUrl")
+	if err != nil {
+		return Spec{}, err
+	}
+	if s.Provider == ProviderOpenAPI {
+		if !ok {
+			return Spec{}, jsonobj.Faultf("%s is required for provider openapi", pc.Path("specUrl"))
+		}
+		if s.SpecURL, err = parseHTTPURL(spec, s.BaseURL, pc.Path("specUrl")); err != nil {
+			return Spec{}, err
+		}
+	}
+
+	auth, ok, err := root.Object("auth")
+	if err != nil {
+		return Spec{}, err
+	}
+	s.AuthType = AuthNone
+	if ok {
+		if s.AuthType, err = auth.Required("type"); err != nil {
+			return Spec{}, err
+		}
+		switch s.AuthType {
+		case AuthNone:
+		case AuthBearer, AuthAPIKey, AuthBasic:
+			if s.CredentialRef, err = auth.Required("credentialRef"); err != nil {
+				return Spec{}, err
+			}
+		default:
+			return Spec{}, jsonobj.Faultf("unknown auth.type %q (want bearer, api-key, basic or none)", s.AuthType)
+		}
+		if s.AuthType == AuthAPIKey {
+			if s.Header, _, err = auth.String("header"); err != nil {
+				return Spec{}, err
+			}
+			if s.Header == "" {
+				s.Header = DefaultAPIKeyHeader
+			}
+			if !validHeaderName(s.Header) {
+				return Spec{}, jsonobj.Faultf("%s is not a valid header name", auth.Path("header"))
+			}
+		}
+	}
+	return s, nil
+}
+
+// parseHTTPURL parses s as an http(s) URL, relative to base when base is
+// not nil.
+func parseHTTPURL(s string, base *url.URL, path string) (*url.URL, error) {
+	u, err := url.Parse(s)
+	if err != nil {
+		return nil, jsonobj.Faultf("%s is not a valid URL", path)
+	}
+	if base != nil {
+		u = joinURL(base, u)
+	}
+	if (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return nil, jsonobj.Faultf("%s must be an absolute http or https URL", path)
+	}
+	if u.User != nil {
+		return nil, jsonobj.Faultf("%s must not hold credentials (use auth.credentialRef)", path)
+	}
+	return u, nil
+}
+
+// joinURL resolves ref against base, treating a rooted ref path as
+// relative to base's path, so that baseUrl "https://h/api/v1" and probe
+// path "/health" give "https://h/api/v1/health".
+func joinURL(base, ref *url.URL) *url.URL {
+	if ref.IsAbs() || ref.Host != "" {
+		return ref
+	}
+	u := *base
+	if ref.Path != "" {
+		u.Path = strings.TrimSuffix(base.Path, "/") + "/" + strings.TrimPrefix(ref.Path, "/")
+		u.RawPath = ""
+	}
+	if ref.RawQuery != "" {
+		u.RawQuery = ref.RawQuery
+	}
+	u.Fragment = ""
+	return &u
+}
+
+func validHeaderName(h string) bool {
+	for i := 0; i < len(h); i++ {
+		c := h[i]
+		if !(c == '-' || c == '_' || c >= '0' && c <= '9' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z') {
+			return false
+		}
+	}
+	return h != "" && !strings.EqualFold(h, "Host") && !strings.EqualFold(h, "Content-Length")
+}

@@ -1,0 +1,135 @@
+package connector
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strings"
+	"sync/atomic"
+
+	"github.com/objectstack-fleet/reconciler/snapshot"
+)
+
+// ErrClosed is returned by Client.Do after Close.
+var ErrClosed = errors.New("connector client closed")
+
+// Client is a materialized connector: an HTTP client for one upstream that
+// applies the connector's auth to every request. It is the connector
+// registry's live instance and is safe for concurrent use.
+type Client struct {
+	name      string
+	spec      Spec
+	secret    snapshot.Secret
+	transport *http.Transport
+	http      *http.Client
+	openapi   []byte
+	closed    atomic.Bool
+}
+
+func newClient(name string, spec Spec, secret snapshot.Secret, base *http.Transport) *Client {
+	t := base.Clone()
+	c := &Client{name: name, spec: spec, secret: secret, transport: t}
+	c.http = &http.Client{Transport: t, CheckRedirect: sameOrigin}
+	return c
+}
+
+// sameOrigin follows redirects only within the first request's scheme and
+// host, so that credentials never travel to another origin.
+func sameOrigin(req *http.Request, via []*http.Request) error {
+	if len(via) >= 10 {
+		return http.ErrUseLastResponse
+	}
+	first := via[0].URL
+	if req.URL.Scheme != first.Scheme || req.URL.Host != first.Host {
+		return http.ErrUseLastResponse
+	}
+	return nil
+}
+
+// Name returns the connector's name.
+func (c *Client) Name() string { return c.name }
+
+// Spec returns the connector's validated body.
+func (c *Client) Spec() Spec { return c.spec }
+
+// BaseURL returns a copy of the connector's baseUrl.
+func (c *Client) BaseURL() *url.URL { u := *c.spec.BaseURL; return &u }
+
+// OpenAPI returns the OpenAPI document fetched at materialization, as
+// fetched (JSON or YAML); nil for rest connectors.
+func (c *Client) OpenAPI() []byte { return c.openapi }
+
+// NewRequest returns a request for path relative to baseUrl ("/accounts?
+// limit=5") or for an absolute URL.
+func (c *Client) NewRequest(ctx context.Context, method, path string, body io.Reader) (*http.Request, error) {
+	ref, err := url.Parse(path)
+	if err != nil {
+		return nil, fmt.Errorf("connector %s: parse request path: %w", c.name, err)
+	}
+	return http.NewRequestWithContext(ctx, method, joinURL(c.spec.BaseURL, ref).String(), body)
+}
+
+// Do sends req upstream with the connector's auth applied. A request whose
+// URL has no host is taken relative to baseUrl. req itself is not
+// modified. It returns ErrClosed after Close.
+func (c *Client) Do(req *http.Request) (*http.Response, error) {
+	if c.closed.Load() {
+		return nil, ErrClosed
+	}
+	r := req.Clone(req.Context())
+	if r.URL.Host == "" {
+		r.URL = joinURL(c.spec.BaseURL, r.URL)
+		r.Host = ""
+	}
+	c.authorize(r)
+	return c.http.Do(r)
+}
+
+// authorize puts the credential on r.
+func (c *Client) authorize(r *http.Request) {
+	v := c.secret.Reveal()
+	switch c.spec.AuthType {
+	case AuthBearer:
+		r.Header.Set("Authorization", "Bearer "+v)
+	case AuthAPIKey:
+		r.Header.Set(c.spec.Header, v)
+	case AuthBasic:
+		user, pass, _ := strings.Cut(v, ":")
+		r.SetBasicAuth(user, pass)
+	}
+}
+
+// Close releases the client's idle connections; Do fails afterwards.
+func (c *Client) Close() error {
+	c.closed.Store(true)
+	c.transport.CloseIdleConnections()
+	return nil
+}
+
+// StatusError is the cause of a failure due to an upstream status.
+type StatusError struct {
+	Op   string // "probe GET /health", "spec /openapi.json"
+	Code int
+}
+
+func (e *StatusError) Error() string { return fmt.Sprintf("%s answered %d", e.Op, e.Code) }
+
+// isOpenAPI reports whether doc is a JSON or YAML document with an
+// "openapi" member.
+func isOpenAPI(doc []byte) error {
+	var j map[string]json.RawMessage
+	if err := json.Unmarshal(doc, &j); err == nil {
+		var v string
+		if raw, ok := j["openapi"]; !ok {
+			return errors.New("missing the openapi member")
+		} else if json.Unmarshal(raw, &v) != nil || v == "" {
+			return errors.New("its openapi member is not a version string")
+		}
+		return nil
+	}
+	return isOpenAPIYAML(doc)
+}
