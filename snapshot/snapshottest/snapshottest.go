@@ -175,6 +175,19 @@ func (c *Conn) Try(ctx context.Context, query string, args ...any) error {
 	return err
 }
 
+// TryN runs one statement and returns how many rows it affected.
+func (c *Conn) TryN(ctx context.Context, query string, args ...any) (int64, error) {
+	if c.pg != nil {
+		tag, err := c.pg.Exec(ctx, query, args...)
+		return tag.RowsAffected(), err
+	}
+	res, err := c.sq.ExecContext(ctx, query, args...)
+	if err != nil {
+		return 0, err
+	}
+	return res.RowsAffected()
+}
+
 // Exec runs one statement, failing the test on error.
 func (c *Conn) Exec(t testing.TB, query string, args ...any) {
 	t.Helper()
