@@ -3,6 +3,7 @@ package testdb
 import (
 	"fmt"
 	"net"
+	"net/url"
 	"os"
 	"os/exec"
 	"os/user"
@@ -13,18 +14,29 @@ import (
 )
 
 // Cluster is a private PostgreSQL server owned by one test, for tests that
-// stop and start the server (store outages). It is removed when the test ends.
+// stop and start the server (store outages) or need password
+// authentication. It is removed when the test ends.
 type Cluster struct {
-	t    testing.TB
-	dir  string
-	port int
-	user string
-	bin  string
+	t        testing.TB
+	dir      string
+	port     int
+	user     string
+	bin      string
+	password bool
 }
+
+// ClusterOption configures NewCluster.
+type ClusterOption func(*Cluster)
+
+// WithPasswordAuth makes TCP connections require a scram-sha-256 password,
+// while the superuser connects without one over the unix socket (URL
+// returns a socket URL). Tests create roles with passwords through URL and
+// reach them over TCP with TCPURL.
+func WithPasswordAuth() ClusterOption { return func(c *Cluster) { c.password = true } }
 
 // NewCluster initdb's and starts a private cluster, failing the test with
 // a clear message when the PostgreSQL binaries cannot be found.
-func NewCluster(t testing.TB) *Cluster {
+func NewCluster(t testing.TB, opts ...ClusterOption) *Cluster {
 	t.Helper()
 	bin, err := pgBinDir()
 	if err != nil {
@@ -35,6 +47,9 @@ func NewCluster(t testing.TB) *Cluster {
 		t.Fatal(err)
 	}
 	c := &Cluster{t: t, dir: dir, bin: bin, user: currentUser()}
+	for _, o := range opts {
+		o(c)
+	}
 	if os.Geteuid() == 0 {
 		if err := exec.Command("chown", "-R", "postgres", dir).Run(); err != nil {
 			t.Fatalf("chown cluster dir: %v", err)
@@ -46,7 +61,11 @@ func NewCluster(t testing.TB) *Cluster {
 		_ = c.run("pg_ctl", "-D", c.data(), "-m", "immediate", "stop")
 		_ = os.RemoveAll(dir)
 	})
-	if err := c.run("initdb", "-D", c.data(), "-U", c.user, "-A", "trust", "--no-sync", "-E", "UTF8"); err != nil {
+	auth := []string{"-A", "trust"}
+	if c.password {
+		auth = []string{"--auth-host=scram-sha-256", "--auth-local=trust"}
+	}
+	if err := c.run("initdb", append([]string{"-D", c.data(), "-U", c.user, "--no-sync", "-E", "UTF8"}, auth...)...); err != nil {
 		t.Fatalf("initdb: %v", err)
 	}
 	c.Start()
@@ -55,10 +74,23 @@ func NewCluster(t testing.TB) *Cluster {
 
 func (c *Cluster) data() string { return filepath.Join(c.dir, "data") }
 
-// URL returns the URL of database db on the cluster.
+// URL returns the superuser's URL of database db on the cluster: over
+// TCP, or over the unix socket for a cluster WithPasswordAuth.
 func (c *Cluster) URL(db string) string {
-	return fmt.Sprintf("postgres://%s@127.0.0.1:%d/%s?sslmode=disable", c.user, c.port, db)
+	if c.password {
+		return fmt.Sprintf("postgres://%s@/%s?host=%s&port=%d&sslmode=disable", c.user, db, url.QueryEscape(c.dir), c.port)
+	}
+	return c.TCPURL(c.user, db)
 }
+
+// TCPURL returns the URL, without a password, of database db for role
+// user over TCP.
+func (c *Cluster) TCPURL(user, db string) string {
+	return fmt.Sprintf("postgres://%s@127.0.0.1:%d/%s?sslmode=disable", url.PathEscape(user), c.port, db)
+}
+
+// Port returns the cluster's TCP port on 127.0.0.1.
+func (c *Cluster) Port() int { return c.port }
 
 // Start starts the server and waits until it accepts connections.
 func (c *Cluster) Start() {

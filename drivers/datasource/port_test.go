@@ -1,0 +1,7 @@
+package datasource_test
+
+import "net"
+
+func netListen() (net.Listener, error) { return net.Listen("tcp", "127.0.0.1:0") }
+
+func portOf(l net.Listener) int { return l.Addr().(*net.TCPAddr).Port }
