@@ -36,7 +36,7 @@ const redactedPassword = "xxxxx"
 // errors. It also redacts a password query parameter and copes with URLs
 // that do not parse.
 func RedactURL(u string) string {
-	if p, err := url.Parse(u); err == nil {
+	if p, err := url.Parse(u); err == nil && p.Opaque == "" {
 		changed := false
 		if p.User != nil {
 			if _, has := p.User.Password(); has {
@@ -54,11 +54,11 @@ func RedactURL(u string) string {
 		}
 		return u
 	}
-	// Unparseable: cut userinfo's password by hand, from "://user:" to the
-	// last "@" before the path.
+	// Unparseable or without a scheme: cut userinfo's password by hand,
+	// from "user:" to the last "@" before the path.
 	_, rest, ok := strings.Cut(u, "://")
 	if !ok {
-		return u
+		rest = u
 	}
 	start := len(u) - len(rest)
 	end := strings.IndexAny(rest, "/?#")

@@ -62,6 +62,10 @@ func newPG(rawURL string, opts OpenOptions, tweak func(*pgxpool.Config)) (*PG, e
 	if _, ok := cfg.ConnConfig.RuntimeParams["application_name"]; !ok {
 		cfg.ConnConfig.RuntimeParams["application_name"] = "reconciler"
 	}
+	// The pool's default pings a connection idle for over a second before
+	// lending it: a second round trip on every idle poll. Ping only long-idle
+	// ones; a connection broken meanwhile fails one call and is replaced.
+	cfg.ShouldPing = func(_ context.Context, p pgxpool.ShouldPingParams) bool { return p.IdleDuration > time.Minute }
 	if tweak != nil {
 		tweak(cfg)
 	}

@@ -1,0 +1,185 @@
+package snapshot
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/objectstack-fleet/reconciler/internal/testdb"
+)
+
+// queryCounter is a pgx tracer counting the queries sent.
+type queryCounter struct{ n atomic.Int64 }
+
+func (q *queryCounter) TraceQueryStart(ctx context.Context, _ *pgx.Conn, _ pgx.TraceQueryStartData) context.Context {
+	q.n.Add(1)
+	return ctx
+}
+func (q *queryCounter) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndData) {}
+
+// writeCounter counts the writes (one per round trip) on the pool's sockets.
+type writeCounter struct {
+	net.Conn
+	n *atomic.Int64
+}
+
+func (w writeCounter) Write(b []byte) (int, error) {
+	w.n.Add(1)
+	return w.Conn.Write(b)
+}
+
+func newTracedPG(t *testing.T) (*PG, *queryCounter, *atomic.Int64) {
+	t.Helper()
+	url := testdb.New(t)
+	qc, writes := &queryCounter{}, &atomic.Int64{}
+	p, err := newPG(url, OpenOptions{MaxConns: 1}, func(c *pgxpool.Config) {
+		c.ConnConfig.Tracer = qc
+		var d net.Dialer
+		c.ConnConfig.DialFunc = func(ctx context.Context, network, addr string) (net.Conn, error) {
+			conn, err := d.DialContext(ctx, network, addr)
+			if err != nil {
+				return nil, err
+			}
+			return writeCounter{conn, writes}, nil
+		}
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(p.Close)
+	if err := p.Migrate(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	return p, qc, writes
+}
+
+func TestIdlePollIsOneRoundTrip(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	p, qc, writes := newTracedPG(t)
+	_, c, err := p.Relist(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, c, err = p.Poll(ctx, c); err != nil { // warm: prepares the statement
+		t.Fatal(err)
+	}
+	qc.n.Store(0)
+	writes.Store(0)
+	const polls = 10
+	for range polls {
+		addrs, next, err := p.Poll(ctx, c)
+		if err != nil || len(addrs) != 0 {
+			t.Fatalf("idle poll = %v, %v", addrs, err)
+		}
+		c = next
+	}
+	if q, w := qc.n.Load(), writes.Load(); q != polls || w != polls {
+		t.Fatalf("%d idle polls made %d queries and %d round trips, want %d each", polls, q, w, polls)
+	}
+}
+
+// TestPollPlanUsesIndexOnly fills the journal, analyzes it and checks that
+// the poll's plan (custom and generic) reads the journal through the xid
+// index, never with a sequential scan.
+func TestPollPlanUsesIndexOnly(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	p, _, _ := newTracedPG(t)
+	const n = 200_000
+	fill := fmt.Sprintf(`INSERT INTO sys_reconcile_journal (xid, source, key, op)
+SELECT (3 + (g::numeric * (x.base - 4) / %d)::bigint)::text::xid8, 'sys_metadata', 'k' || g, 'insert'
+FROM generate_series(1, %d) g, (SELECT pg_snapshot_xmin(pg_current_snapshot())::text::bigint AS base) x`, n, n)
+	for _, q := range []string{fill, "VACUUM ANALYZE sys_reconcile_journal"} {
+		if _, err := p.pool.Exec(ctx, q); err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+	}
+	_, c, err := p.Relist(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := p.pool.Exec(ctx, `INSERT INTO sys_metadata (id, type, name, metadata) VALUES ('x', 'object', 'x', '{}')`); err != nil {
+		t.Fatal(err)
+	}
+	conn, err := p.pool.Acquire(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Release()
+	plan := func(q string, args ...any) string {
+		rows, err := conn.Query(ctx, q, args...)
+		if err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+		lines, err := pgx.CollectRows(rows, pgx.RowTo[string])
+		if err != nil {
+			t.Fatal(err)
+		}
+		return strings.Join(lines, "\n")
+	}
+	custom := plan("EXPLAIN "+pollSQL, c.Snapshot)
+	if _, err := conn.Exec(ctx, "PREPARE poll_plan(text) AS "+pollSQL); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := conn.Exec(ctx, "SET plan_cache_mode = force_generic_plan"); err != nil {
+		t.Fatal(err)
+	}
+	generic := plan("EXPLAIN EXECUTE poll_plan('" + c.Snapshot + "')")
+	for name, pl := range map[string]string{"custom": custom, "generic": generic} {
+		if strings.Contains(pl, "Seq Scan on sys_reconcile_journal") || !strings.Contains(pl, "sys_reconcile_journal_xid") {
+			t.Errorf("%s plan of the poll scans the journal without its xid index:\n%s", name, pl)
+		}
+	}
+	t.Logf("custom plan:\n%s", custom)
+}
+
+func TestListenReconnects(t *testing.T) {
+	t.Parallel()
+	p, _, _ := newTracedPG(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	wakes := make(chan struct{}, 1)
+	done := make(chan error, 1)
+	go func() {
+		done <- p.Listen(ctx, func() {
+			select {
+			case wakes <- struct{}{}:
+			default:
+			}
+		})
+	}()
+	wait := func(what string) {
+		t.Helper()
+		select {
+		case <-wakes:
+		case <-time.After(30 * time.Second):
+			t.Fatalf("no wake after %s", what)
+		}
+	}
+	wait("connect")
+	if _, err := p.pool.Exec(ctx, `INSERT INTO sys_connector_credential (ref, value) VALUES ('a', 'b')`); err != nil {
+		t.Fatal(err)
+	}
+	wait("insert")
+	// Cut the listener's connection: it reconnects and wakes by itself.
+	if _, err := p.pool.Exec(ctx, `SELECT pg_terminate_backend(pid) FROM pg_stat_activity
+WHERE datname = current_database() AND pid <> pg_backend_pid() AND query = 'LISTEN reconciler'`); err != nil {
+		t.Fatal(err)
+	}
+	wait("reconnect")
+	if _, err := p.pool.Exec(ctx, `UPDATE sys_connector_credential SET value = NULL`); err != nil {
+		t.Fatal(err)
+	}
+	wait("update")
+	cancel()
+	if err := <-done; err != context.Canceled {
+		t.Fatalf("Listen returned %v, want context.Canceled", err)
+	}
+}
