@@ -17,6 +17,8 @@ import (
 	"github.com/spf13/cast"
 	"github.com/spf13/pflag"
 	"github.com/spf13/viper"
+
+	"github.com/objectstack-fleet/reconciler/snapshot"
 )
 
 // DefaultFile is the file loaded when --config is not given and it exists.
@@ -406,9 +408,9 @@ func checkStoreURL(s string) error {
 		return errors.New("not a URL (want sqlite://PATH or postgres://…)")
 	}
 	switch scheme := strings.ToLower(s[:i]); scheme {
-	case "sqlite", "sqlite3":
-		if len(s) == i+3 {
-			return errors.New("sqlite:// URL names no file")
+	case "sqlite":
+		if _, err := snapshot.SQLitePath(s); err != nil {
+			return errors.New("want sqlite://rel/path.db or sqlite:///abs/path.db (no query)")
 		}
 	case "postgres", "postgresql":
 		if _, err := url.Parse(s); err != nil {
@@ -449,14 +451,4 @@ func checkEnvName(s string) error {
 }
 
 // RedactURL hides the password of a URL for logs and errors.
-func RedactURL(s string) string {
-	u, err := url.Parse(s)
-	if err != nil {
-		// Don't echo what could not be parsed: it may hold a password.
-		if i := strings.Index(s, "://"); i > 0 {
-			return s[:i] + "://[unparsable URL]"
-		}
-		return "[unparsable URL]"
-	}
-	return u.Redacted()
-}
+func RedactURL(s string) string { return snapshot.RedactURL(s) }

@@ -1,0 +1,355 @@
+package daemon
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+
+	"github.com/objectstack-fleet/reconciler/daemon/statusapi"
+	"github.com/objectstack-fleet/reconciler/internal/config"
+	"github.com/objectstack-fleet/reconciler/reconcile"
+	"github.com/objectstack-fleet/reconciler/snapshot"
+)
+
+// Options configure a Daemon.
+type Options struct {
+	Config  *config.Config
+	Version string
+	// Migrate allows migrating a PostgreSQL store at start (SQLite stores
+	// are always migrated).
+	Migrate bool
+	// Logger; default discards. Level, if set, is the level the logger's
+	// handler honours: a reload adjusts it.
+	Logger *slog.Logger
+	Level  *slog.LevelVar
+	// Reload reloads the configuration on SIGHUP (nil: reload only
+	// triggers a pass).
+	Reload func() (*config.Config, error)
+	// Getenv reads the token and secret variables (default os.Getenv).
+	Getenv func(string) string
+	// Started, if set, is called with the status API's address once
+	// everything has started.
+	Started func(addr string)
+}
+
+// Daemon is one running sidecar. Create it with New and call Run once.
+type Daemon struct {
+	opts Options
+	log  *slog.Logger
+
+	mu  sync.Mutex
+	cfg *config.Config
+
+	rec     atomic.Pointer[reconcile.Reconciler]
+	driftCh chan struct{}
+	drift   *driftWriter
+	sched   *driftSchedule
+}
+
+// New returns a Daemon. It does no I/O.
+func New(opts Options) *Daemon {
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	if opts.Getenv == nil {
+		opts.Getenv = os.Getenv
+	}
+	return &Daemon{opts: opts, log: opts.Logger, cfg: opts.Config, driftCh: make(chan struct{}, 1)}
+}
+
+// Resync asks for a full relist (SIGUSR1). Never blocks.
+func (d *Daemon) Resync() {
+	if r := d.rec.Load(); r != nil {
+		r.Resync()
+	}
+}
+
+// Trigger asks for a pass now. Never blocks.
+func (d *Daemon) Trigger() {
+	if r := d.rec.Load(); r != nil {
+		r.Trigger()
+	}
+}
+
+// DriftNow asks for a drift report to be written (SIGUSR2). Never blocks;
+// requests made while one is pending coalesce.
+func (d *Daemon) DriftNow() {
+	select {
+	case d.driftCh <- struct{}{}:
+	default:
+	}
+}
+
+// Reload re-reads the configuration (SIGHUP) and asks for a pass. A bad
+// configuration is rejected with an error log and the old one is kept.
+// log.level, drift.schedule and drift.dir apply at once; other changed keys
+// are named in a warning and apply at the next start.
+func (d *Daemon) Reload() {
+	defer d.Trigger()
+	if d.opts.Reload == nil {
+		return
+	}
+	next, err := d.opts.Reload()
+	if err != nil {
+		d.log.Error("config reload rejected, keeping the previous configuration", slog.String("error", err.Error()))
+		return
+	}
+	d.mu.Lock()
+	prev := d.cfg
+	d.cfg = next
+	d.mu.Unlock()
+	if d.opts.Level != nil {
+		d.opts.Level.Set(next.LogLevel)
+	}
+	if d.drift != nil && next.DriftDir != prev.DriftDir {
+		if err := os.MkdirAll(next.DriftDir, 0o755); err != nil {
+			d.log.Error("drift.dir not usable, keeping the previous one", slog.String("dir", next.DriftDir), slog.String("error", err.Error()))
+		} else {
+			d.drift.setDir(next.DriftDir)
+		}
+	}
+	if d.sched != nil && next.DriftSchedule != prev.DriftSchedule {
+		if err := d.sched.set(next.DriftSchedule); err != nil {
+			d.log.Error("drift.schedule not applied", slog.String("error", err.Error()))
+		}
+	}
+	changed := restartKeys(prev, next)
+	if len(changed) > 0 {
+		d.log.Warn("config keys changed that apply at the next start", slog.Any("keys", changed))
+	}
+	d.log.Info("config reloaded", slog.String("file", next.File))
+}
+
+func restartKeys(a, b *config.Config) []string {
+	var out []string
+	add := func(key string, changed bool) {
+		if changed {
+			out = append(out, key)
+		}
+	}
+	add(config.KeyReplicaID, a.ReplicaID != b.ReplicaID)
+	add(config.KeyStoreURL, a.StoreURL != b.StoreURL)
+	add(config.KeyPollInterval, a.PollInterval != b.PollInterval)
+	add(config.KeyPollJitter, a.PollJitter != b.PollJitter)
+	add(config.KeyResyncInterval, a.ResyncInterval != b.ResyncInterval)
+	add(config.KeyHintListen, a.HintListen != b.HintListen)
+	add(config.KeyApplyConcurrency, a.ApplyConcurrency != b.ApplyConcurrency)
+	add(config.KeyApplyTimeout, a.ApplyTimeout != b.ApplyTimeout)
+	add(config.KeyJournalRetention, a.JournalRetention != b.JournalRetention)
+	add(config.KeyStatusListen, a.StatusListen != b.StatusListen)
+	add(config.KeyStatusTokenEnv, a.StatusTokenEnv != b.StatusTokenEnv)
+	add(config.KeyWebhookURL, a.WebhookURL != b.WebhookURL)
+	add(config.KeyWebhookSecretEnv, a.WebhookSecretEnv != b.WebhookSecretEnv)
+	add(config.KeyExecCommand, !slices.Equal(a.ExecCommand, b.ExecCommand))
+	add(config.KeyLogFormat, a.LogFormat != b.LogFormat)
+	return out
+}
+
+// startupTimeout bounds each store operation at start.
+const startupTimeout = 20 * time.Second
+
+// Run prepares the store, starts every part and runs until ctx ends; then
+// the loop finishes its pass and closes every instance, the other parts
+// stop, and a last heartbeat marked stopped is written. It returns nil
+// after a clean stop, and an error naming the cause when startup fails.
+func (d *Daemon) Run(ctx context.Context) error {
+	cfg := d.cfg
+	log := d.log
+	store, err := snapshot.Open(cfg.StoreURL, snapshot.OpenOptions{Logger: log})
+	if err != nil {
+		return fmt.Errorf("open store: %w", err)
+	}
+	defer store.Close()
+	if err := PrepareStore(ctx, store, d.opts.Migrate, log); err != nil {
+		return err
+	}
+	token, err := d.envValue(config.KeyStatusTokenEnv, cfg.StatusTokenEnv)
+	if err != nil {
+		return err
+	}
+	if err := os.MkdirAll(cfg.DriftDir, 0o755); err != nil {
+		return fmt.Errorf("drift.dir: %w", err)
+	}
+
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	metrics := reconcile.NewMetrics(reg)
+
+	notifier, notifyRunners, err := d.notifier(cfg)
+	if err != nil {
+		return err
+	}
+	hb := &heartbeater{store: store, version: d.opts.Version, log: log, every: 5 * cfg.PollInterval, wake: make(chan struct{}, 1)}
+	rec := reconcile.New(store, reconcile.Options{
+		ReplicaID:        cfg.ReplicaID,
+		PollInterval:     cfg.PollInterval,
+		PollJitter:       cfg.PollJitter,
+		ResyncInterval:   resyncInterval(cfg.ResyncInterval),
+		ApplyConcurrency: cfg.ApplyConcurrency,
+		ApplyTimeout:     cfg.ApplyTimeout,
+		Materializers:    materializers(log),
+		Notifier:         notifier,
+		Metrics:          metrics,
+		Logger:           log,
+		OnPass:           hb.onPass,
+	})
+	hb.rec = rec
+	d.drift = &driftWriter{rec: rec, store: store, replica: cfg.ReplicaID, dir: cfg.DriftDir, metrics: metrics, log: log}
+	sched, err := newDriftSchedule(cfg.DriftSchedule, d.DriftNow)
+	if err != nil {
+		return err
+	}
+	d.sched = sched
+
+	srv, err := statusapi.Listen(cfg.StatusListen, statusapi.NewHandler(statusapi.Options{
+		Backend:    rec,
+		Token:      token,
+		Gatherer:   reg,
+		WriteDrift: d.drift.write,
+		Version:    d.opts.Version,
+		Store:      snapshot.RedactURL(cfg.StoreURL),
+		Logger:     log,
+	}))
+	if err != nil {
+		return fmt.Errorf("%s: %w", config.KeyStatusListen, err)
+	}
+	d.rec.Store(rec)
+
+	// Everything that can fail at startup has succeeded: start the parts.
+	loopCtx, stopLoop := context.WithCancel(ctx)
+	defer stopLoop()
+	auxCtx, stopAux := context.WithCancel(context.WithoutCancel(ctx))
+	defer stopAux()
+	var (
+		wg      sync.WaitGroup
+		errMu   sync.Mutex
+		runErrs []error
+	)
+	fail := func(part string, err error) {
+		if err == nil || errors.Is(err, context.Canceled) {
+			return
+		}
+		errMu.Lock()
+		runErrs = append(runErrs, fmt.Errorf("%s: %w", part, err))
+		errMu.Unlock()
+		stopLoop()
+	}
+	goPart := func(part string, f func(context.Context) error) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			fail(part, f(auxCtx))
+		}()
+	}
+	goPart("status api", srv.Run)
+	goPart("heartbeat", hb.run)
+	goPart("drift reports", d.runDrift)
+	goPart("journal pruning", pruner{store: store, retention: cfg.JournalRetention, log: log}.run)
+	for _, nr := range notifyRunners {
+		goPart("notify", nr)
+	}
+	if h, ok := store.(snapshot.Hinter); ok && cfg.HintListen {
+		goPart("hint listener", func(ctx context.Context) error { return h.Listen(ctx, rec.Hint) })
+	}
+	sched.start()
+
+	log.Info("reconciler started",
+		slog.String("replica", cfg.ReplicaID),
+		slog.String("store", snapshot.RedactURL(cfg.StoreURL)),
+		slog.String("status", srv.Addr()),
+		slog.String("version", d.opts.Version),
+		slog.Duration("poll_interval", cfg.PollInterval))
+	if d.opts.Started != nil {
+		d.opts.Started(srv.Addr())
+	}
+
+	loopErr := rec.Run(loopCtx)
+	if loopErr != nil && !errors.Is(loopErr, context.Canceled) {
+		fail("reconcile loop", loopErr)
+	}
+	log.Info("reconcile loop stopped; stopping")
+	<-sched.stop().Done()
+	stopAux()
+	wg.Wait()
+
+	hctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := hb.write(hctx, true); err != nil {
+		log.Error("last heartbeat not written", slog.String("error", err.Error()))
+	}
+	err = errors.Join(runErrs...)
+	if err != nil {
+		log.Error("reconciler stopped with an error", slog.String("error", err.Error()))
+		return err
+	}
+	log.Info("reconciler stopped")
+	return nil
+}
+
+// envValue reads the variable named by key's value; a named variable that
+// is empty is an error, so that a configured token is never silently off.
+func (d *Daemon) envValue(key, name string) (string, error) {
+	if name == "" {
+		return "", nil
+	}
+	v := d.opts.Getenv(name)
+	if v == "" {
+		return "", fmt.Errorf("%s: environment variable %s is empty or unset", key, name)
+	}
+	return v, nil
+}
+
+// resyncInterval maps the config's 0 (off) to the loop's negative (off).
+func resyncInterval(d time.Duration) time.Duration {
+	if d == 0 {
+		return -1
+	}
+	return d
+}
+
+// PrepareStore checks that the store is reachable and its schema current:
+// SQLite stores are migrated, PostgreSQL ones only when migrate is set.
+func PrepareStore(ctx context.Context, store snapshot.Store, migrate bool, log *slog.Logger) error {
+	ctx, cancel := context.WithTimeout(ctx, startupTimeout)
+	defer cancel()
+	if err := store.Ping(ctx); err != nil {
+		return fmt.Errorf("store unreachable: %w", err)
+	}
+	if store.Kind() == "sqlite" || migrate {
+		if err := store.Migrate(ctx); err != nil {
+			return fmt.Errorf("migrate store: %w", err)
+		}
+		log.DebugContext(ctx, "store schema is current", slog.String("store_kind", store.Kind()))
+		return nil
+	}
+	if err := store.CheckSchema(ctx); err != nil {
+		if errors.Is(err, snapshot.ErrSchema) {
+			return fmt.Errorf("%w (run `reconciler migrate`, or start with --migrate)", err)
+		}
+		return fmt.Errorf("check store schema: %w", err)
+	}
+	return nil
+}
+
+// runDrift writes a drift report for every request (schedule, SIGUSR2).
+func (d *Daemon) runDrift(ctx context.Context) error {
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-d.driftCh:
+			if _, err := d.drift.write(ctx); err != nil && ctx.Err() == nil {
+				d.log.ErrorContext(ctx, "drift report failed", slog.String("error", err.Error()))
+			}
+		}
+	}
+}

@@ -1,0 +1,115 @@
+package daemon
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+	"sync"
+	"time"
+
+	"github.com/objectstack-fleet/reconciler/reconcile"
+	"github.com/objectstack-fleet/reconciler/snapshot"
+)
+
+// heartbeater upserts this replica's sys_reconciler_replica row after
+// every pass that changed something (or whose error changed) and at least
+// every poll.interval×5.
+type heartbeater struct {
+	store   snapshot.Source
+	rec     *reconcile.Reconciler
+	version string
+	log     *slog.Logger
+	every   time.Duration
+	wake    chan struct{}
+
+	mu      sync.Mutex
+	lastErr string
+	failing bool
+}
+
+// onPass is the loop's OnPass hook: it must not block.
+func (h *heartbeater) onPass(p reconcile.PassResult) {
+	h.mu.Lock()
+	errChanged := p.Err != h.lastErr
+	h.lastErr = p.Err
+	h.mu.Unlock()
+	if len(p.Changes) == 0 && !errChanged && p.Trigger != reconcile.TriggerStart {
+		return
+	}
+	select {
+	case h.wake <- struct{}{}:
+	default:
+	}
+}
+
+func (h *heartbeater) run(ctx context.Context) error {
+	t := time.NewTicker(h.every)
+	defer t.Stop()
+	h.beat(ctx)
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C:
+		case <-h.wake:
+		}
+		h.beat(ctx)
+	}
+}
+
+// beat writes a heartbeat, logging a failure once until it recovers (the
+// store being down is reported by the loop already).
+func (h *heartbeater) beat(ctx context.Context) {
+	err := h.write(ctx, false)
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	switch {
+	case err != nil && !h.failing && ctx.Err() == nil:
+		h.failing = true
+		h.log.WarnContext(ctx, "heartbeat not written", slog.String("error", err.Error()))
+	case err == nil && h.failing:
+		h.failing = false
+		h.log.InfoContext(ctx, "heartbeats written again")
+	}
+}
+
+var hostname = sync.OnceValue(func() string {
+	h, err := os.Hostname()
+	if err != nil {
+		return ""
+	}
+	return h
+})
+
+func (h *heartbeater) write(ctx context.Context, stopped bool) error {
+	st := h.rec.Status()
+	counts := make(map[string]int64)
+	for kind, byState := range st.Counts {
+		for state, n := range byState {
+			counts[string(kind)+"/"+string(state)] = int64(n)
+		}
+	}
+	started := st.StartedAt
+	if started.IsZero() {
+		started = time.Now()
+	}
+	r := snapshot.Replica{
+		ReplicaID:   st.Replica,
+		Host:        hostname(),
+		PID:         os.Getpid(),
+		Version:     h.version,
+		StartedAt:   started,
+		HeartbeatAt: time.Now(),
+		Cursor:      st.Cursor.String(),
+		CursorSeq:   st.Cursor.Seq,
+		CursorAt:    st.Cursor.At,
+		Counts:      counts,
+		Stopped:     stopped,
+		LastError:   st.LastError,
+	}
+	if err := h.store.Heartbeat(ctx, r); err != nil {
+		return fmt.Errorf("heartbeat of %s: %w", r.ReplicaID, err)
+	}
+	return nil
+}
