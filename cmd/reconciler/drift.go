@@ -1,0 +1,84 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/pflag"
+
+	"github.com/objectstack-fleet/reconciler/reconcile"
+)
+
+func driftCmd() *command {
+	return &command{
+		short: "Print the running daemon's drift report.",
+		name:  "drift",
+		usage: "[--addr HOST:PORT] [--json]",
+		summary: `Print the running daemon's current drift report: what differs between the
+desired rows and its registries. Exits 0 whether or not there is drift; use
+--json and .summary to script on it.`,
+		flags: func(fs *pflag.FlagSet) {
+			clientFlags(fs)
+			jsonFlag(fs)
+		},
+		run: runDrift,
+	}
+}
+
+func runDrift(ctx context.Context, c *cli, fs *pflag.FlagSet) error {
+	if err := noArgs(c); err != nil {
+		return err
+	}
+	cl, err := newClient(fs)
+	if err != nil {
+		return err
+	}
+	var rep reconcile.DriftReport
+	var raw []byte
+	if err := cl.do(ctx, "GET", "/v1/drift", &rep, &raw); err != nil {
+		return err
+	}
+	if asJSON, _ := fs.GetBool("json"); asJSON {
+		_, err := c.stdout.Write(raw)
+		return err
+	}
+	printDrift(c, rep)
+	return nil
+}
+
+func printDrift(c *cli, rep reconcile.DriftReport) {
+	s := rep.Summary
+	verdict := "clean"
+	if !rep.Clean() {
+		verdict = "DRIFT"
+	}
+	fmt.Fprintf(c.stdout, "replica %s at %s: %s\n", rep.Replica, rep.At.Format(time.RFC3339), verdict)
+	fmt.Fprintf(c.stdout, "cursor %s (lag %.1fs), %d journal entries pending\n", rep.Cursor, rep.LagSeconds, rep.Stall.Pending)
+	fmt.Fprintf(c.stdout, "desired %d, ready %d, not ready %d, signature mismatch %d, orphans %d, missing %d, checksum mismatches %d\n",
+		s.Desired, s.Ready, s.NotReady, s.SignatureMismatch, s.Orphans, s.Missing, s.ChecksumMismatches)
+	now := time.Now()
+	sections := []struct {
+		name  string
+		items []reconcile.DriftItem
+	}{
+		{"not ready", rep.NotReady}, {"signature mismatch", rep.SignatureMismatch}, {"orphans", rep.Orphans},
+		{"missing", rep.Missing}, {"checksum mismatches", rep.ChecksumMismatches},
+	}
+	for _, sec := range sections {
+		if len(sec.items) == 0 {
+			continue
+		}
+		fmt.Fprintf(c.stdout, "\n%s:\n", sec.name)
+		w := tabwriter.NewWriter(c.stdout, 0, 4, 2, ' ', 0)
+		fmt.Fprintln(w, "  KIND\tKEY\tSTATE\tREVISION\tSERVING\tSINCE\tREASON")
+		for _, it := range sec.items {
+			fmt.Fprintf(w, "  %s\t%s\t%s\t%d\t%d\t%s\t%s\n", it.Kind, it.Key, dash(string(it.State)), it.Revision, it.ServingRevision, age(now, it.Since), dash(it.Reason))
+		}
+		_ = w.Flush()
+	}
+	for _, b := range rep.Stall.Blockers {
+		fmt.Fprintf(c.stdout, "blocked by pid %d: transaction open %s (%s)\n", b.PID, b.XactAge.Round(time.Second), b.State)
+	}
+}

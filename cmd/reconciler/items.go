@@ -1,0 +1,84 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"net/url"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/pflag"
+
+	"github.com/objectstack-fleet/reconciler/registry"
+)
+
+func itemsCmd() *command {
+	return &command{
+		short:   "List the running daemon's registry entries.",
+		name:    "items",
+		usage:   "[--kind KIND] [--state STATE] [--addr HOST:PORT] [--json]",
+		summary: "List the running daemon's registry entries with state, revisions and reason.",
+		flags: func(fs *pflag.FlagSet) {
+			clientFlags(fs)
+			fs.String("kind", "", "only entries of this kind: credential, connector, datasource or engine")
+			fs.String("state", "", "only entries in this state: pending, ready, degraded or held")
+			jsonFlag(fs)
+		},
+		run: runItems,
+	}
+}
+
+func runItems(ctx context.Context, c *cli, fs *pflag.FlagSet) error {
+	if err := noArgs(c); err != nil {
+		return err
+	}
+	kind, _ := fs.GetString("kind")
+	state, _ := fs.GetString("state")
+	q := url.Values{}
+	if kind != "" {
+		if _, err := registry.ParseKind(kind); err != nil {
+			return usagef("--kind: %v", err)
+		}
+		q.Set("kind", kind)
+	}
+	if state != "" {
+		if _, err := registry.ParseState(state); err != nil {
+			return usagef("--state: %v", err)
+		}
+		q.Set("state", state)
+	}
+	cl, err := newClient(fs)
+	if err != nil {
+		return err
+	}
+	path := "/v1/items"
+	if len(q) > 0 {
+		path += "?" + q.Encode()
+	}
+	var entries []registry.Entry
+	var raw []byte
+	if err := cl.do(ctx, "GET", path, &entries, &raw); err != nil {
+		return err
+	}
+	if asJSON, _ := fs.GetBool("json"); asJSON {
+		_, err := c.stdout.Write(raw)
+		return err
+	}
+	now := time.Now()
+	w := tabwriter.NewWriter(c.stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(w, "KIND\tKEY\tSTATE\tREVISION\tSERVING\tSINCE\tREASON")
+	for _, e := range entries {
+		serving := "-"
+		if e.ServingRevision != 0 {
+			serving = fmt.Sprint(e.ServingRevision)
+		}
+		fmt.Fprintf(w, "%s\t%s\t%s\t%d\t%s\t%s\t%s\n", e.Kind, e.Key, e.State, e.Revision, serving, age(now, e.Since), dash(e.Reason))
+	}
+	if err := w.Flush(); err != nil {
+		return err
+	}
+	if len(entries) == 0 {
+		fmt.Fprintln(c.stdout, "(no entries)")
+	}
+	return nil
+}

@@ -1,0 +1,54 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/spf13/pflag"
+
+	"github.com/objectstack-fleet/reconciler/internal/config"
+	"github.com/objectstack-fleet/reconciler/snapshot"
+)
+
+func migrateCmd() *command {
+	return &command{
+		short: "Create or upgrade the store schema.",
+		name:  "migrate",
+		usage: "[flags]",
+		summary: `Create or upgrade the store's schema (idempotent).
+
+Works on PostgreSQL and SQLite; safe to run again and from several hosts.`,
+		flags: func(fs *pflag.FlagSet) {
+			configFlag(fs)
+			config.AddFlags(fs, config.KeyStoreURL, config.KeyLogLevel, config.KeyLogFormat)
+		},
+		run: runMigrate,
+	}
+}
+
+func runMigrate(ctx context.Context, c *cli, fs *pflag.FlagSet) error {
+	if err := noArgs(c); err != nil {
+		return err
+	}
+	cfg, err := loadConfig(fs)
+	if err != nil {
+		return err
+	}
+	log, _ := newLogger(cfg, c.stderr)
+	store, err := snapshot.Open(cfg.StoreURL, snapshot.OpenOptions{Logger: log})
+	if err != nil {
+		return fmt.Errorf("open store: %w", err)
+	}
+	defer store.Close()
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+	defer cancel()
+	if err := store.Ping(ctx); err != nil {
+		return fmt.Errorf("store unreachable: %w", err)
+	}
+	if err := store.Migrate(ctx); err != nil {
+		return fmt.Errorf("migrate: %w", err)
+	}
+	fmt.Fprintf(c.stdout, "migrated %s store %s\n", store.Kind(), snapshot.RedactURL(cfg.StoreURL))
+	return nil
+}

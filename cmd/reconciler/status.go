@@ -1,0 +1,98 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/pflag"
+
+	"github.com/objectstack-fleet/reconciler/daemon/statusapi"
+	"github.com/objectstack-fleet/reconciler/registry"
+)
+
+func statusCmd() *command {
+	return &command{
+		short:   "Show the running daemon's status.",
+		name:    "status",
+		usage:   "[--addr HOST:PORT] [--json]",
+		summary: "Show the running daemon's status: sync, cursor and lag, last pass, counts per kind and state.",
+		flags: func(fs *pflag.FlagSet) {
+			clientFlags(fs)
+			jsonFlag(fs)
+		},
+		run: runStatus,
+	}
+}
+
+func runStatus(ctx context.Context, c *cli, fs *pflag.FlagSet) error {
+	if err := noArgs(c); err != nil {
+		return err
+	}
+	cl, err := newClient(fs)
+	if err != nil {
+		return err
+	}
+	var st statusapi.StatusBody
+	var raw []byte
+	if err := cl.do(ctx, "GET", "/v1/status", &st, &raw); err != nil {
+		return err
+	}
+	if asJSON, _ := fs.GetBool("json"); asJSON {
+		_, err := c.stdout.Write(raw)
+		return err
+	}
+	now := time.Now()
+	w := tabwriter.NewWriter(c.stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintf(w, "replica\t%s\n", st.Replica)
+	fmt.Fprintf(w, "version\t%s\n", dash(st.Version))
+	fmt.Fprintf(w, "store\t%s (up: %s)\n", dash(st.Store), yesNo(st.StoreUp))
+	fmt.Fprintf(w, "started\t%s ago\n", age(now, st.StartedAt))
+	fmt.Fprintf(w, "synced\t%s\n", yesNo(st.Synced))
+	fmt.Fprintf(w, "cursor\t%s (lag %.1fs)\n", st.Cursor.String(), st.LagSeconds)
+	fmt.Fprintf(w, "passes\t%d\n", st.Passes)
+	if p := st.LastPass; p != nil {
+		fmt.Fprintf(w, "last pass\t%s, %s ago, took %s, %d changes\n", p.Trigger, age(now, p.At), p.Duration.Round(time.Microsecond), len(p.Changes))
+	}
+	fmt.Fprintf(w, "last error\t%s\n", dash(st.LastError))
+	fmt.Fprintf(w, "pending\t%d journal entries not visible yet\n", st.Stall.Pending)
+	for _, b := range st.Stall.Blockers {
+		fmt.Fprintf(w, "blocked by\tpid %d, transaction open %s (%s)\n", b.PID, b.XactAge.Round(time.Second), b.State)
+	}
+	if err := w.Flush(); err != nil {
+		return err
+	}
+	fmt.Fprintln(c.stdout)
+	w = tabwriter.NewWriter(c.stdout, 0, 4, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprint(w, "KIND\t")
+	for _, s := range registry.States {
+		fmt.Fprintf(w, "%s\t", upper(string(s)))
+	}
+	fmt.Fprintln(w)
+	for _, k := range registry.Kinds {
+		fmt.Fprintf(w, "%s\t", k)
+		for _, s := range registry.States {
+			fmt.Fprintf(w, "%d\t", st.Counts[k][s])
+		}
+		fmt.Fprintln(w)
+	}
+	return w.Flush()
+}
+
+func yesNo(b bool) string {
+	if b {
+		return "yes"
+	}
+	return "no"
+}
+
+func upper(s string) string {
+	b := []byte(s)
+	for i, c := range b {
+		if c >= 'a' && c <= 'z' {
+			b[i] = c - 'a' + 'A'
+		}
+	}
+	return string(b)
+}
