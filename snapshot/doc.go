@@ -9,3 +9,15 @@
 // one is still picked up; on SQLite, which has one writer at a time, the
 // cursor is the journal sequence.
 package snapshot
+
+// Open a store from its URL (no I/O happens until first use):
+//
+//	postgres://user:pass@host:5432/db?sslmode=disable   (or postgresql://)
+//	sqlite://relative/path.db                           (relative to the working directory)
+//	sqlite:///absolute/path.db
+//
+// then Migrate (or CheckSchema), Relist once for the rows and a cursor, and
+// Poll from that cursor; Read the rows of the addresses a poll returns. A
+// poll that fails with ErrCursorExpired or ErrCursorRegressed asks for a new
+// Relist. Errors carry the operation and the URL with its password
+// redacted; driver types never leak out.
