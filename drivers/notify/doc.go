@@ -1,0 +1,19 @@
+// Package notify tells the replica what each reconcile pass changed
+// (DESIGN §6). Two targets implement reconcile.Notifier:
+//
+//   - Webhook POSTs the change set as JSON, {"replica", "cursor",
+//     "changes": [{"kind", "key", "action", "revision", "state"}]}, signed
+//     with "X-Reconciler-Signature: sha256=<hex HMAC-SHA256 of the body>",
+//     and retries with backoff until upstream answers 2xx.
+//   - Exec runs a command (argv, no shell) with the change set as JSON on
+//     stdin, one run at a time, each bounded by a timeout, retried with
+//     backoff until it exits 0.
+//
+// Notify never blocks the loop: it merges the change set into a pending
+// one and wakes the sender, the Run goroutine. Change sets that pile up
+// while a delivery is in flight or backing off are coalesced into one: the
+// last change per kind and key wins, and the newest cursor is sent. Change
+// sets are address-only (no bodies, no secrets). What is still pending when
+// Run's context ends is dropped: the next start's full sync reports
+// everything again.
+package notify
