@@ -169,7 +169,7 @@ type hotcrmItem struct {
 
 func loadHotCRM(t testing.TB) []hotcrmItem {
 	t.Helper()
-	b, err := os.ReadFile("../../../shared/data/hotcrm-metadata.json")
+	b, err := os.ReadFile("testdata/hotcrm-metadata.json")
 	if err != nil {
 		t.Fatalf("read hotcrm fixture: %v", err)
 	}
