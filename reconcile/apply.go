@@ -3,7 +3,6 @@ package reconcile
 import (
 	"context"
 	"errors"
-	"fmt"
 	"log/slog"
 	"runtime/debug"
 	"sort"
@@ -63,6 +62,9 @@ func (r *Reconciler) apply(ctx context.Context, dirty map[registry.Ref]bool, row
 		case forced[ref]:
 			st.action, st.prev = ActionRetry, &prev
 		default:
+			if prev.Revision != n.rev {
+				r.touch(ref, n.rev, sig) // same body rewritten: nothing to rebuild
+			}
 			continue
 		}
 		byKind[ref.Kind] = append(byKind[ref.Kind], st)
@@ -121,7 +123,7 @@ func (r *Reconciler) applyKind(ctx context.Context, steps []step, rows rowSet) [
 
 func (r *Reconciler) materializeCredential(st step) outcome {
 	if st.node.cleared {
-		return outcome{state: registry.StateHeld, reason: "credential " + st.ref.Key + " is cleared", result: "held"}
+		return outcome{state: registry.StateHeld, reason: "credential " + st.ref.Key + " is cleared", result: "held", dropInstance: true}
 	}
 	return outcome{state: registry.StateReady, inst: NopInstance{}, result: "ready"}
 }
@@ -305,9 +307,6 @@ func (r *Reconciler) record(ctx context.Context, st step, o outcome) Change {
 	} else {
 		delete(r.retries, st.ref)
 	}
-	if e.Reason != "" && e.ServingRevision != 0 && e.ServingRevision != e.Revision {
-		e.Reason += fmt.Sprintf(" (serving revision %d)", e.ServingRevision)
-	}
 	r.regs.Of(st.ref.Kind).Put(e)
 	r.count(st.ref.Kind, prev.State, e.State)
 	if toClose != nil {
@@ -324,6 +323,17 @@ func (r *Reconciler) record(ctx context.Context, st step, o outcome) Change {
 	}
 	r.log.LogAttrs(ctx, slog.LevelInfo, "applied", attrs...)
 	return Change{Kind: st.ref.Kind, Key: st.ref.Key, Action: st.action, Revision: st.node.rev, State: e.State}
+}
+
+// touch records a new revision whose signature is unchanged: the live
+// instance already serves it.
+func (r *Reconciler) touch(ref registry.Ref, rev int64, sig string) {
+	r.regs.Of(ref.Kind).Update(ref.Key, func(e *registry.Entry) {
+		e.Revision = rev
+		if e.ServingSignature == sig {
+			e.ServingRevision = rev
+		}
+	})
 }
 
 // evict closes and removes an entry that is no longer desired.

@@ -101,9 +101,6 @@ func (r *Reconciler) pass(ctx context.Context, trig Trigger, relist bool) error 
 	} else {
 		res.Changes, err = r.pollPass(ctx, &res)
 	}
-	if res.Trigger == "" {
-		res.Trigger = trig
-	}
 	res.Duration = time.Since(start)
 	res.Cursor = r.cursor
 	r.metrics.Passes.WithLabelValues(string(res.Trigger)).Inc()
@@ -247,6 +244,9 @@ func (r *Reconciler) applyDelta(ctx context.Context, addrs []snapshot.Address, f
 		dirty[ref] = true
 	}
 	if err := r.readMissing(ctx, dirty, rows); err != nil {
+		// The model already moved ahead of the registries: re-polling the
+		// same addresses would not find the dependents again, so relist.
+		r.relistReason = TriggerRecovered
 		return nil, err
 	}
 	return r.apply(ctx, dirty, rows, forced), nil

@@ -167,7 +167,7 @@ func (r *Reconciler) Status() Status {
 		s.Counts[k] = c
 	}
 	if !s.Cursor.At.IsZero() {
-		s.LagSeconds = time.Since(s.Cursor.At).Seconds()
+		s.LagSeconds = max(0, time.Since(s.Cursor.At).Seconds())
 	}
 	if s.LastPass != nil {
 		lp := *s.LastPass
