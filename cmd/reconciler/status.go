@@ -64,7 +64,7 @@ func runStatus(ctx context.Context, c *cli, fs *pflag.FlagSet) error {
 		return err
 	}
 	fmt.Fprintln(c.stdout)
-	w = tabwriter.NewWriter(c.stdout, 0, 4, 2, ' ', tabwriter.AlignRight)
+	w = tabwriter.NewWriter(c.stdout, 0, 4, 2, ' ', 0)
 	fmt.Fprint(w, "KIND\t")
 	for _, s := range registry.States {
 		fmt.Fprintf(w, "%s\t", upper(string(s)))
