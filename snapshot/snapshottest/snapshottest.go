@@ -133,7 +133,7 @@ func Connect(t testing.TB, url string) *Conn {
 		if err != nil {
 			t.Fatal(err)
 		}
-		c.db, err = sql.Open("sqlite", "file:"+path+"?_pragma=busy_timeout(30000)&_pragma=journal_mode(WAL)")
+		c.db, err = sql.Open("sqlite", "file:"+path+"?_pragma=busy_timeout(120000)&_pragma=journal_mode(WAL)")
 		if err == nil {
 			c.sq, err = c.db.Conn(ctx)
 		}
