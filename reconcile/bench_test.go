@@ -4,8 +4,8 @@ import (
 	"context"
 	"fmt"
 	"runtime"
+	"strings"
 	"testing"
-	"time"
 
 	"github.com/objectstack-fleet/reconciler/registry"
 	"github.com/objectstack-fleet/reconciler/snapshot"
@@ -16,14 +16,18 @@ import (
 // one statement that works on both stores.
 func seedObjects(b *testing.B, url string, n int) {
 	b.Helper()
+	cast := "" // PostgreSQL needs text cast to jsonb; SQLite stores text
+	if strings.HasPrefix(url, "postgres") {
+		cast = "::jsonb"
+	}
 	snapshottest.Exec(b, url, fmt.Sprintf(`INSERT INTO sys_metadata (id, type, name, metadata)
 		WITH RECURSIVE g(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM g WHERE x < %d)
 		SELECT 'o' || x, 'object', 'obj' || x,
-		  '{"label":"Object ' || x || '","fields":[{"name":"name","type":"text"},{"name":"amount","type":"currency"},{"name":"parent","type":"lookup","reference":"obj' || ((x %% 100) + 1) || '"}]}'
-		FROM g`, n))
+		  ('{"label":"Object ' || x || '","fields":[{"name":"name","type":"text"},{"name":"amount","type":"currency"},{"name":"parent","type":"lookup","reference":"obj' || ((x %% 100) + 1) || '"}]}')%s
+		FROM g`, n, cast))
 	snapshottest.Exec(b, url, fmt.Sprintf(`INSERT INTO sys_metadata (id, type, name, metadata)
 		WITH RECURSIVE g(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM g WHERE x < %d)
-		SELECT 'v' || x, 'view', 'view' || x, '{"object":"obj' || x || '"}' FROM g`, n/10))
+		SELECT 'v' || x, 'view', 'view' || x, ('{"object":"obj' || x || '"}')%s FROM g`, n/10, cast))
 }
 
 func nopEngine() map[registry.Kind]Materializer {
@@ -92,7 +96,6 @@ func BenchmarkReconcile100k(b *testing.B) {
 				}
 				b.ReportMetric(perEntry, "heap-B/entry")
 			})
-			_ = time.Now
 			r.shutdown()
 		})
 	}
