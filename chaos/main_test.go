@@ -1,0 +1,66 @@
+package chaos
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"flag"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"testing"
+)
+
+var long = flag.Bool("chaos.long", false, "run the long form of the chaos suite and write chaos/results.md")
+
+var (
+	// binary is the reconciler built once for the whole suite.
+	binary string
+	// canary is the secret every credential of the suite carries; it must
+	// never show up anywhere the suite can look.
+	canary = "canary-" + randomHex(12)
+	// results collects the figures of every scenario.
+	results = newFigures()
+)
+
+func TestMain(m *testing.M) {
+	flag.Parse()
+	dir, err := os.MkdirTemp("", "reconciler-chaos-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	binary = filepath.Join(dir, "reconciler")
+	build := exec.Command("go", "build", "-ldflags", "-X main.version=chaos", "-o", binary, "../cmd/reconciler")
+	if out, err := build.CombinedOutput(); err != nil {
+		fmt.Fprintf(os.Stderr, "build reconciler: %v\n%s", err, out)
+		os.Exit(1)
+	}
+	code := m.Run()
+	_ = os.RemoveAll(dir)
+	if results.ran() {
+		table := results.markdown(*long)
+		fmt.Println(table)
+		if *long && code == 0 {
+			if err := os.WriteFile("results.md", []byte(table), 0o644); err != nil {
+				fmt.Fprintln(os.Stderr, "write results.md:", err)
+				code = 1
+			}
+		}
+	}
+	os.Exit(code)
+}
+
+// iterations returns short or long by the suite's form.
+func iterations(short, long_ int) int {
+	if *long {
+		return long_
+	}
+	return short
+}
+
+func randomHex(n int) string {
+	b := make([]byte, n)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}

@@ -1,0 +1,164 @@
+package chaos
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"math/rand/v2"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"os/exec"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/objectstack-fleet/reconciler/snapshot/snapshottest"
+)
+
+// exec runs one statement on the store at url (either store kind).
+func execSQL(t *testing.T, url, q string, args ...any) {
+	t.Helper()
+	snapshottest.Exec(t, url, q, args...)
+}
+
+// withApp returns a PostgreSQL URL whose connections name themselves app
+// in pg_stat_activity.
+func withApp(raw, app string) string {
+	u, err := url.Parse(raw)
+	if err != nil {
+		panic(err)
+	}
+	q := u.Query()
+	q.Set("application_name", app)
+	u.RawQuery = q.Encode()
+	return u.String()
+}
+
+// pool opens a pgx pool on url, closed when the test ends.
+func pool(t *testing.T, url string) *pgxpool.Pool {
+	t.Helper()
+	p, err := pgxpool.New(context.Background(), url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(p.Close)
+	return p
+}
+
+// queryInt runs a query returning one integer.
+func queryInt(t *testing.T, url, q string, args ...any) int64 {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	conn, err := pgx.Connect(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	var n int64
+	if err := conn.QueryRow(ctx, q, args...).Scan(&n); err != nil {
+		t.Fatalf("%s: %v", q, err)
+	}
+	return n
+}
+
+// allRows returns every row of a table as JSON text (for the canary search).
+func allRows(url, table string) string {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	db, err := openDB(url)
+	if err != nil {
+		return err.Error()
+	}
+	defer db.Close()
+	var q string
+	if strings.HasPrefix(url, "sqlite://") {
+		q = "SELECT * FROM " + table
+	} else {
+		q = "SELECT row_to_json(r)::text FROM " + pgx.Identifier{table}.Sanitize() + " r"
+	}
+	rows, err := db.QueryContext(ctx, q)
+	if err != nil {
+		return err.Error()
+	}
+	defer rows.Close()
+	cols, _ := rows.Columns()
+	var b strings.Builder
+	for rows.Next() {
+		vals := make([]any, len(cols))
+		ptrs := make([]any, len(cols))
+		for i := range vals {
+			ptrs[i] = &vals[i]
+		}
+		if err := rows.Scan(ptrs...); err != nil {
+			return err.Error()
+		}
+		fmt.Fprintln(&b, vals...)
+	}
+	return b.String()
+}
+
+// searchStoreRows adds the heartbeat and drift rows of the store to the
+// scenario's canary search.
+func (r *rig) searchStoreRows(url string) {
+	for _, table := range []string{"sys_reconciler_replica", "sys_reconciler_drift"} {
+		r.search(func() (string, string) { return table + " rows", allRows(url, table) })
+	}
+}
+
+// migrate migrates the PostgreSQL store at url with the built binary.
+func migrate(t *testing.T, url string) {
+	t.Helper()
+	cmd := exec.Command(binary, "migrate", "--store.url", url)
+	cmd.Env = baseEnv()
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("reconciler migrate: %v\n%s", err, out)
+	}
+}
+
+// secretValue is a credential value carrying the canary.
+func secretValue(i int) string { return fmt.Sprintf("%s-%d", canary, i) }
+
+// okUpstream accepts every request; its 401 answer would echo the
+// Authorization header, so that a careless error path leaks the canary.
+func okUpstream(t *testing.T) *httptest.Server {
+	t.Helper()
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get("Authorization") == "" {
+			http.Error(w, "no credential", http.StatusUnauthorized)
+			return
+		}
+		_, _ = w.Write([]byte(`{"ok":true}`))
+	}))
+	t.Cleanup(srv.Close)
+	return srv
+}
+
+func connectorBody(baseURL, credRef, timeout string) string {
+	b, _ := json.Marshal(map[string]any{
+		"provider":       "rest",
+		"providerConfig": map[string]any{"baseUrl": baseURL, "probe": map[string]string{"method": "GET", "path": "/health"}, "timeout": timeout},
+		"auth":           map[string]string{"type": "bearer", "credentialRef": credRef},
+		"enabled":        true,
+	})
+	return string(b)
+}
+
+func objectBody(rnd *rand.Rand, refs ...string) string {
+	fields := []map[string]any{{"name": "name", "type": "text"}, {"name": fmt.Sprintf("f%d", rnd.IntN(1000)), "type": "number"}}
+	for _, r := range refs {
+		fields = append(fields, map[string]any{"name": "ref_" + r, "type": "lookup", "reference": r})
+	}
+	b, _ := json.Marshal(map[string]any{"label": fmt.Sprintf("v%d", rnd.IntN(1<<30)), "fields": fields})
+	return string(b)
+}
+
+const upsertMetadata = `INSERT INTO sys_metadata (id, type, name, metadata) VALUES ($1, $2, $3, $4)
+ON CONFLICT (id) DO UPDATE SET metadata = EXCLUDED.metadata, state = 'active', version = sys_metadata.version + 1`
+
+const upsertCredential = `INSERT INTO sys_connector_credential (ref, value) VALUES ($1, $2)
+ON CONFLICT (ref) DO UPDATE SET value = EXCLUDED.value`
