@@ -38,10 +38,12 @@ func (f *figures) with(fn func(f *figures)) {
 	fn(f)
 }
 
-func (f *figures) scenario(name string) { f.with(func(f *figures) { f.scenarios = append(f.scenarios, name) }) }
-func (f *figures) wrote(n int64)        { f.with(func(f *figures) { f.writes += n }) }
-func (f *figures) rolled(n int64)       { f.with(func(f *figures) { f.rolledBack += n }) }
-func (f *figures) request()             { f.with(func(f *figures) { f.requests++ }) }
+func (f *figures) scenario(name string) {
+	f.with(func(f *figures) { f.scenarios = append(f.scenarios, name) })
+}
+func (f *figures) wrote(n int64)  { f.with(func(f *figures) { f.writes += n }) }
+func (f *figures) rolled(n int64) { f.with(func(f *figures) { f.rolledBack += n }) }
+func (f *figures) request()       { f.with(func(f *figures) { f.requests++ }) }
 
 // fault records one injected fault of a type.
 func (f *figures) fault(kind string) { f.with(func(f *figures) { f.faults[kind]++ }) }
