@@ -139,8 +139,8 @@ func (s loadSpace) tx(ctx context.Context, p *pgxpool.Pool, rnd *rand.Rand) (int
 // load). Every daemon ends equal to the rows.
 func TestChaosLoad(t *testing.T) {
 	t.Parallel()
-	r := newRig(t, "load")
 	url := snapshottest.NewPostgresURL(t)
+	r := newRig(t, "load")
 	up := okUpstream(t)
 	space := loadSpace{objects: 30, credentials: 6, others: 60, upstream: up.URL}
 	space.seed(t, url)
