@@ -1,0 +1,167 @@
+package chaos
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/objectstack-fleet/reconciler/snapshot/snapshottest"
+)
+
+// badRow is a row no application should write; want is the state its
+// entry must settle in ("held" needs a reason naming the cause, given as
+// a substring in reason).
+type badRow struct {
+	typ, name, body string
+	key             string // engine or connector key
+	kind            string
+	want, reason    string
+}
+
+func badRows() []badRow {
+	huge := strings.Repeat("x", 4<<20)
+	manyFields := make([]map[string]string, 20000)
+	for i := range manyFields {
+		manyFields[i] = map[string]string{"name": fmt.Sprintf("f%d", i), "type": "text"}
+	}
+	wide, _ := json.Marshal(map[string]any{"fields": manyFields})
+	deep := strings.Repeat(`{"a":`, 500) + "1" + strings.Repeat("}", 500)
+	e := func(typ, name, body, want, reason string) badRow {
+		return badRow{typ: typ, name: name, body: body, kind: "engine", key: typ + "/" + name, want: want, reason: reason}
+	}
+	c := func(name, body, want, reason string) badRow {
+		return badRow{typ: "connector", name: name, body: body, kind: "connector", key: name, want: want, reason: reason}
+	}
+	return []badRow{
+		e("object", "not_an_object", `[1,2,3]`, "held", ""),
+		e("object", "json_null", `null`, "held", ""),
+		e("object", "json_string", `"just a string"`, "held", ""),
+		e("object", "fields_wrong_type", `{"fields":"name,email"}`, "held", "fields"),
+		e("object", "field_name_number", `{"fields":[{"name":5,"type":"text"}]}`, "held", "name"),
+		e("view", "object_number", `{"object":42}`, "held", "object"),
+		e("view", "missing_ref", `{"object":"no_such_object"}`, "held", "no_such_object"),
+		e("flow", "trigger_wrong_type", `{"trigger":"on create"}`, "held", "trigger"),
+		e("object", "huge_body", `{"fields":[],"blob":"`+huge+`"}`, "ready", ""),
+		e("object", "wide_body", string(wide), "ready", ""),
+		e("widget", "deep", deep, "ready", ""),
+		e("object", "cyc_a", `{"fields":[{"name":"b","type":"lookup","reference":"cyc_b"}]}`, "ready", ""),
+		e("object", "cyc_b", `{"fields":[{"name":"a","type":"lookup","reference":"cyc_a"}]}`, "ready", ""),
+		e("object", "self_ref", `{"fields":[{"name":"parent","type":"lookup","reference":"self_ref"}]}`, "ready", ""),
+		e("object", "ünï\tcödé\n😀\u202e", `{"fields":[]}`, "ready", ""),
+		e("object", "'; DROP TABLE sys_metadata; --", `{"fields":[{"name":"x'); DELETE FROM sys_datasource; --","type":"text"}]}`, "ready", ""),
+		e("view", "Robert') OR 1=1 --", `{"object":"' OR ''='"}`, "held", ""),
+		e("gizmo", "unknown_type", `{"anything":[1,{"b":null}]}`, "ready", ""),
+		c("mcp_conn", `{"provider":"mcp","providerConfig":{"baseUrl":"http://127.0.0.1:1"},"auth":{"type":"none"}}`, "held", "mcp"),
+		c("bad_url", `{"provider":"rest","providerConfig":{"baseUrl":"javascript:alert(1)"},"auth":{"type":"none"}}`, "held", "baseUrl"),
+		c("no_cred", `{"provider":"rest","providerConfig":{"baseUrl":"http://127.0.0.1:1"},"auth":{"type":"bearer","credentialRef":"never_written"}}`, "held", "never_written"),
+		c("auth_wrong_type", `{"provider":"rest","providerConfig":{"baseUrl":"http://127.0.0.1:1"},"auth":"bearer"}`, "held", "auth"),
+		c("conn_array", `[]`, "held", ""),
+	}
+}
+
+// Bad input in rows, on both stores: malformed JSON is refused by the
+// store itself; wrong types, huge and deep bodies, unicode and control
+// characters in keys, reference cycles, unknown types and providers,
+// SQL-looking strings and broken datasources each settle with a clear
+// reason (or ready, where the row is legal), no daemon panics, and the
+// good entries around them stay ready.
+func TestChaosBadRows(t *testing.T) {
+	t.Parallel()
+	for _, kind := range []string{"postgres", "sqlite"} {
+		t.Run(kind, func(t *testing.T) {
+			t.Parallel()
+			var url string
+			if kind == "postgres" {
+				url = snapshottest.NewPostgresURL(t)
+			} else {
+				url = snapshottest.NewSQLiteURL(t)
+			}
+			r := newRig(t, "badrows-"+kind)
+			testBadRows(t, r, url)
+		})
+	}
+}
+
+func testBadRows(t *testing.T, r *rig, url string) {
+	up := okUpstream(t)
+	good := loadSpace{objects: 8, credentials: 2, others: 0, upstream: up.URL}
+	good.seed(t, url)
+	storeURL := url
+	if !strings.HasPrefix(url, "sqlite://") {
+		storeURL = withApp(url, "chaos-bad")
+	}
+	d := r.newDaemon("bad-"+strings.SplitN(url, ":", 2)[0], storeURL)
+	d.start()
+	r.converge(url, d)
+	r.searchStoreRows(url)
+
+	// Malformed JSON never reaches the daemon: the store refuses it.
+	conn := snapshottest.Connect(t, url)
+	for _, body := range []string{`{"fields": [`, `{'a': 1}`, "{\"a\":\"\x01\"}", `NaN`, ``} {
+		if err := conn.Try(context.Background(), `INSERT INTO sys_metadata (id, type, name, metadata) VALUES ('malformed', 'object', 'malformed', $1)`, body); err == nil {
+			t.Errorf("the store accepted malformed JSON %q", body)
+			execSQL(t, url, `DELETE FROM sys_metadata WHERE id = 'malformed'`)
+		}
+	}
+	conn.Close()
+	results.fault("malformed JSON refused by the store")
+
+	rows := badRows()
+	want := map[ref]badRow{}
+	for i, b := range rows {
+		execSQL(t, url, `INSERT INTO sys_metadata (id, type, name, metadata) VALUES ($1, $2, $3, $4)`, fmt.Sprintf("bad%d", i), b.typ, b.name, b.body)
+		want[ref{b.kind, b.key}] = b
+	}
+	execSQL(t, url, `INSERT INTO sys_metadata (id, organization_id, type, name, metadata) VALUES ('org1', 'org "x"', 'object', 'o0', '{"fields":[]}')`)
+	execSQL(t, url, `INSERT INTO sys_metadata (id, type, name, metadata, checksum) VALUES ('sum', 'object', 'bad_checksum', '{"fields":[]}', 'sha256:00')`)
+	want[ref{"engine", "object/bad_checksum"}] = badRow{want: "held", reason: "checksum"}
+	dsRows := []struct{ name, driver, config, pool, reason string }{
+		{"ds_oracle", "oracle", `{}`, `{}`, "oracle"},
+		{"ds_mysql_url", "postgres", `{"url":"mysql://h/db"}`, `{}`, "url"},
+		{"ds_pw_in_url", "postgres", `{"url":"postgres://u:hunter2@127.0.0.1:1/db"}`, `{}`, "password"},
+		{"ds_config_string", "postgres", `"host=localhost"`, `{}`, "config"},
+		{"ds_pool_negative", "sqlite", `{"path":"/nonexistent/dir/x.db"}`, `{"maxConns":-1}`, "maxConns"},
+		{"ds_\u0007bell; DROP TABLE x", "sqlite", `{"path":"/nonexistent/dir/x.db","extra":1}`, `{}`, "extra"},
+	}
+	for _, ds := range dsRows {
+		execSQL(t, url, `INSERT INTO sys_datasource (name, driver, config, pool) VALUES ($1, $2, $3, $4)`, ds.name, ds.driver, ds.config, ds.pool)
+		want[ref{"datasource", ds.name}] = badRow{want: "held", reason: ds.reason}
+	}
+	execSQL(t, url, `INSERT INTO sys_connector_credential (ref, value) VALUES ($1, NULL)`, "cleared\u2028ref")
+	want[ref{"credential", "cleared\u2028ref"}] = badRow{want: "held", reason: "cleared"}
+	results.fault("bad rows")
+	results.wrote(int64(len(rows) + len(dsRows) + 3))
+
+	r.wantState = func(it item) string {
+		if b, ok := want[ref{it.Kind, it.Key}]; ok {
+			return b.want
+		}
+		return "ready"
+	}
+	results.converged("bad rows", r.converge(url, d))
+	its, err := d.items()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, it := range its {
+		b, ok := want[ref{it.Kind, it.Key}]
+		if !ok {
+			continue
+		}
+		t.Logf("%s/%q: %s %q", it.Kind, it.Key, it.State, it.Reason)
+		if b.reason != "" && !strings.Contains(strings.ToLower(it.Reason), strings.ToLower(b.reason)) {
+			t.Errorf("%s/%q: reason %q does not name %q", it.Kind, it.Key, it.Reason, b.reason)
+		}
+	}
+
+	// Fixing a bad row heals it; the others are unaffected.
+	execSQL(t, url, `UPDATE sys_metadata SET metadata = '{"fields":[]}' WHERE id = 'bad0'`)
+	delete(want, ref{"engine", "object/not_an_object"})
+	results.wrote(1)
+	r.converge(url, d)
+	if s, err := d.status(); err != nil || !s.StoreUp {
+		t.Errorf("status after bad rows: %+v %v", s, err)
+	}
+}
