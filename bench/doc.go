@@ -1,0 +1,8 @@
+// Package bench is the benchmark suite behind `make bench`: it measures the
+// reconciler and the alternatives a user would pick instead (full reload,
+// push lanes over Redis pub/sub, naive polling) side by side in one run
+// against one PostgreSQL, and writes bench/results.md with PNG charts.
+//
+// Nothing here runs under `go test ./...`: the suite is the
+// reconciler-bench command, started by scripts/bench.sh.
+package bench

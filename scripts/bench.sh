@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# Runs the benchmark suite (make bench runs it through scripts/with-postgres.sh,
+# which provides RECONCILER_TEST_DATABASE_URL with pg_stat_statements loaded)
+# and writes bench/results.md and bench/*.png.
+#
+#   BENCH_SIZES   row counts, default 1k,10k,100k,1M
+#   BENCH_RUNS    repeated runs per figure (medians), default 3
+#   BENCH_FLAGS   any further flags of bench/cmd/reconciler-bench (-h lists them)
+#
+# Redis for the push-lane comparison is expected at 127.0.0.1:6379 (flag
+# -redis); when it is not reachable that comparison is skipped and the report
+# says so. Nothing is started here but the bench itself.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+: "${RECONCILER_TEST_DATABASE_URL:?run through scripts/with-postgres.sh (make bench)}"
+sizes=${BENCH_SIZES:-1k,10k,100k,1M}
+runs=${BENCH_RUNS:-3}
+
+cmd="make bench"
+if [ -n "${BENCH_SIZES:-}${BENCH_RUNS:-}${BENCH_FLAGS:-}" ]; then
+  cmd="BENCH_SIZES=$sizes BENCH_RUNS=$runs${BENCH_FLAGS:+ BENCH_FLAGS='$BENCH_FLAGS'} make bench"
+fi
+
+mkdir -p bin
+go build -o bin/reconciler-bench ./bench/cmd/reconciler-bench
+# shellcheck disable=SC2086
+exec bin/reconciler-bench -sizes "$sizes" -runs "$runs" -out bench -command "$cmd" ${BENCH_FLAGS:-}
