@@ -24,16 +24,18 @@ type loadSpace struct {
 	upstream                     string
 }
 
-func (s loadSpace) seed(t *testing.T, url string) {
+func (s loadSpace) seed(t *testing.T, url string) { s.seedTB(t, url) }
+
+func (s loadSpace) seedTB(t testing.TB, url string) {
 	t.Helper()
 	rnd := rand.New(rand.NewPCG(1, 2))
 	for i := 0; i < s.objects; i++ {
-		execSQL(t, url, upsertMetadata, fmt.Sprintf("object:o%d", i), "object", fmt.Sprintf("o%d", i), objectBody(rnd))
+		snapshottest.Exec(t, url, upsertMetadata, fmt.Sprintf("object:o%d", i), "object", fmt.Sprintf("o%d", i), objectBody(rnd))
 	}
 	for i := 0; i < s.credentials; i++ {
-		execSQL(t, url, upsertCredential, fmt.Sprintf("cred%d", i), secretValue(i))
+		snapshottest.Exec(t, url, upsertCredential, fmt.Sprintf("cred%d", i), secretValue(i))
 		if s.upstream != "" {
-			execSQL(t, url, upsertMetadata, fmt.Sprintf("connector:c%d", i), "connector", fmt.Sprintf("c%d", i),
+			snapshottest.Exec(t, url, upsertMetadata, fmt.Sprintf("connector:c%d", i), "connector", fmt.Sprintf("c%d", i),
 				connectorBody(s.upstream, fmt.Sprintf("cred%d", i), "5s"))
 		}
 	}

@@ -27,7 +27,7 @@ const convergeWithin = 60 * time.Second
 // rig is one scenario: its daemons, and everything they said, searched for
 // panics and the canary when the scenario ends.
 type rig struct {
-	t      *testing.T
+	t      testing.TB
 	name   string
 	dir    string
 	client *http.Client
@@ -42,7 +42,7 @@ type rig struct {
 	wantState func(it item) string
 }
 
-func newRig(t *testing.T, name string) *rig {
+func newRig(t testing.TB, name string) *rig {
 	t.Helper()
 	dir, err := os.MkdirTemp("", "chaos-"+name+"-")
 	if err != nil {
