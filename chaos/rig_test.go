@@ -115,6 +115,13 @@ func (r *rig) finish() {
 	})
 	if r.t.Failed() {
 		for _, d := range ds {
+			// The whole output is kept for the post-mortem; the tail is shown.
+			f, err := os.CreateTemp("", "chaos-"+d.id+"-*.log")
+			if err == nil {
+				_, _ = f.WriteString(d.log.String())
+				f.Close()
+				r.t.Logf("%s full output: %s", d.id, f.Name())
+			}
 			r.t.Logf("%s output (tail):\n%s", d.id, tail(d.log.String(), 6000))
 		}
 	}
