@@ -40,8 +40,11 @@ func TestMain(m *testing.M) {
 	_ = os.RemoveAll(dir)
 	if results.ran() {
 		table := results.markdown(*long)
+		if code != 0 {
+			table += "\n**The suite failed** (exit code " + fmt.Sprint(code) + "): see the test output for what diverged.\n"
+		}
 		fmt.Println(table)
-		if *long && code == 0 {
+		if *long {
 			if err := os.WriteFile("results.md", []byte(table), 0o644); err != nil {
 				fmt.Fprintln(os.Stderr, "write results.md:", err)
 				code = 1
