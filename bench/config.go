@@ -9,7 +9,7 @@ import (
 
 // Config is one bench run's settings (flags of reconciler-bench).
 type Config struct {
-	AdminURL string // PostgreSQL admin URL (RECONCILER_TEST_DATABASE_URL)
+	AdminURL string `json:"-"` // PostgreSQL admin URL (RECONCILER_TEST_DATABASE_URL); never written out
 	Sizes    []int  // row counts
 	Runs     int    // repeated windows/runs per figure (medians)
 	OutDir   string // where results.md and the PNGs go
@@ -28,6 +28,7 @@ type Config struct {
 	FleetInterval  time.Duration // their poll interval
 	FleetWindow    time.Duration // one fleet measuring window
 	ColdMaxRows    int           // cold start is measured up to this size
+	RenderOnly     bool          // re-render the report from results.json
 }
 
 // ParseSizes reads "1k,10k,100k,1M".

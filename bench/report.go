@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"encoding/json"
 	"fmt"
 	"math"
 	"os"
@@ -20,7 +21,28 @@ func writeReport(dir string, r *Results) error {
 	}
 	var b strings.Builder
 	renderReport(&b, r, charts)
-	return os.WriteFile(filepath.Join(dir, "results.md"), []byte(b.String()), 0o644)
+	if err := os.WriteFile(filepath.Join(dir, "results.md"), []byte(b.String()), 0o644); err != nil {
+		return err
+	}
+	// The raw figures, so that the report can be rendered again (-render).
+	raw, err := json.MarshalIndent(r, "", "  ")
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(filepath.Join(dir, "results.json"), raw, 0o644)
+}
+
+// Render writes results.md and the charts again from dir/results.json.
+func Render(dir string) error {
+	raw, err := os.ReadFile(filepath.Join(dir, "results.json"))
+	if err != nil {
+		return err
+	}
+	var r Results
+	if err := json.Unmarshal(raw, &r); err != nil {
+		return fmt.Errorf("read %s/results.json: %w", dir, err)
+	}
+	return writeReport(dir, &r)
 }
 
 func f1(v float64) string { return num(v, 1) }

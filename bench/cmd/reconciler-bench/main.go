@@ -24,6 +24,13 @@ func main() {
 		fmt.Fprintln(os.Stderr, "reconciler-bench:", err)
 		os.Exit(2)
 	}
+	if cfg.RenderOnly {
+		if err := bench.Render(cfg.OutDir); err != nil {
+			fmt.Fprintln(os.Stderr, "reconciler-bench:", err)
+			os.Exit(1)
+		}
+		return
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	if err := bench.Run(ctx, cfg, log); err != nil {
@@ -51,12 +58,13 @@ func parseFlags(args []string) (bench.Config, error) {
 	fs.IntVar(&cfg.FleetRows, "fleet.rows", 10_000, "rows of the fleet database (reuses that size's database when it is in -sizes)")
 	fs.DurationVar(&cfg.FleetInterval, "fleet.interval", time.Second, "poll interval of the fleet")
 	fs.DurationVar(&cfg.FleetWindow, "fleet.window", 15*time.Second, "one fleet measuring window")
+	fs.BoolVar(&cfg.RenderOnly, "render", false, "only render results.md and the charts again from -out/results.json")
 	coldMax := fs.String("cold.max", "1M", "largest size whose cold start is measured")
 	if err := fs.Parse(args); err != nil {
 		return cfg, err
 	}
 	cfg.AdminURL = os.Getenv("RECONCILER_TEST_DATABASE_URL")
-	if cfg.AdminURL == "" {
+	if cfg.AdminURL == "" && !cfg.RenderOnly {
 		return cfg, fmt.Errorf("RECONCILER_TEST_DATABASE_URL is not set: run through scripts/with-postgres.sh (make bench) or point it at a PostgreSQL admin URL")
 	}
 	var err error
