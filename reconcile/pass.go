@@ -284,15 +284,19 @@ func (r *Reconciler) readMissing(ctx context.Context, dirty map[registry.Ref]boo
 			return fmt.Errorf("read %d dependent rows: %w", len(need), err)
 		}
 		rows.add(got)
-		// Refresh the nodes of re-read dependents (a datasource's borrowed
-		// credential may have moved).
+		// Refresh the dependencies of re-read dependents (a datasource's
+		// borrowed credential may have moved), but only where the row is
+		// still at the revision the model knows: a row that changed since
+		// the poll keeps its model node until its own journal entry comes,
+		// which then marks it and its dependents affected. Moving the node
+		// here would make that entry look like a duplicate and lose it.
 		for _, a := range need {
 			row := rows[a]
 			ref, ok := r.model.byAddr[a]
 			if !ok || (row == rowOf{}) {
 				continue
 			}
-			if n := nodeFor(row, r.model); n != nil && n.ref == ref {
+			if n := nodeFor(row, r.model); n != nil && n.ref == ref && n.rev == r.model.nodes[ref].rev {
 				r.model.put(n)
 			}
 		}

@@ -9,6 +9,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -395,6 +396,52 @@ func TestDriftAndStatus(t *testing.T) {
 		}
 		if c := b.rec.Status().Counts[registry.KindConnector][registry.StateReady]; c != 1 {
 			t.Fatalf("status counts: %v", b.rec.Status().Counts)
+		}
+	})
+}
+
+// hookSource is the real store with a hook run before each Read, to commit
+// a write at an exact point of a pass.
+type hookSource struct {
+	snapshot.Store
+	beforeRead func(addrs []snapshot.Address)
+}
+
+func (h *hookSource) Read(ctx context.Context, addrs []snapshot.Address) (snapshot.Rows, error) {
+	if h.beforeRead != nil {
+		h.beforeRead(addrs)
+	}
+	return h.Store.Read(ctx, addrs)
+}
+
+// TestCommitBetweenPollAndRead: a credential committed after the poll but
+// before the pass re-reads it (to resolve a changed connector) must still be
+// applied when its own journal entry arrives. Found by the chaos suite.
+func TestCommitBetweenPollAndRead(t *testing.T) {
+	t.Parallel()
+	snapshottest.Each(t, func(t *testing.T, s snapshot.Store, url string) {
+		snapshottest.Exec(t, url, upsertCred, "tok", "v1")
+		snapshottest.Exec(t, url, upsertMeta, "c", "connector", "crm", "active", connectorBodyJSON("tok"))
+		var armed sync.Once
+		var armedNow atomic.Bool
+		hs := &hookSource{Store: s}
+		hs.beforeRead = func(addrs []snapshot.Address) {
+			if !armedNow.Load() {
+				return
+			}
+			for _, a := range addrs {
+				if a == (snapshot.Address{Table: snapshot.TableCredential, Key: "tok"}) {
+					armed.Do(func() { snapshottest.Exec(t, url, upsertCred, "tok", "v3") })
+				}
+			}
+		}
+		b := start(t, hs, url, Options{ResyncInterval: -1, PollInterval: time.Hour})
+		armedNow.Store(true)
+		b.exec(`UPDATE sys_metadata SET metadata = $1 WHERE id = 'c'`, strings.Replace(connectorBodyJSON("tok"), `"rest"`, `"rest","x":1`, 1))
+		b.settle() // applies the connector; the credential moves under the pass
+		b.settle() // the credential's own journal entry
+		if d := diffMaps(expected(t, s), actual(b)); d != "" {
+			t.Fatalf("registries differ from rows: %s", d)
 		}
 	})
 }
