@@ -22,7 +22,7 @@ bench: build
 	scripts/with-postgres.sh scripts/bench.sh
 
 chaos: build
-	scripts/with-postgres.sh $(GO) test -count=1 -timeout 60m -run 'TestChaos' -chaos.long ./chaos/...
+	scripts/with-postgres.sh $(GO) test -count=1 -timeout 60m -run 'TestChaos' ./chaos/... -chaos.long
 
 lint:
 	gofmt -l . | (! grep .)

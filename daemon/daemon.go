@@ -192,7 +192,7 @@ func (d *Daemon) Run(ctx context.Context) error {
 	rec := reconcile.New(store, reconcile.Options{
 		ReplicaID:        cfg.ReplicaID,
 		PollInterval:     cfg.PollInterval,
-		PollJitter:       cfg.PollJitter,
+		PollJitter:       pollJitter(cfg.PollJitter),
 		ResyncInterval:   resyncInterval(cfg.ResyncInterval),
 		ApplyConcurrency: cfg.ApplyConcurrency,
 		ApplyTimeout:     cfg.ApplyTimeout,
@@ -352,4 +352,13 @@ func (d *Daemon) runDrift(ctx context.Context) error {
 			}
 		}
 	}
+}
+
+// pollJitter maps poll.jitter to the loop's option, where 0 means the
+// default: a configured 0 means no jitter.
+func pollJitter(d time.Duration) time.Duration {
+	if d == 0 {
+		return -1
+	}
+	return d
 }

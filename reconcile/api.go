@@ -12,7 +12,7 @@ import (
 type Options struct {
 	ReplicaID        string        // default: hostname
 	PollInterval     time.Duration // default 1s
-	PollJitter       time.Duration // default 10% of PollInterval
+	PollJitter       time.Duration // polls come up to this much early (spread); default 10% of PollInterval, <0 none
 	ResyncInterval   time.Duration // anti-entropy relist; default 10m; <0 disables
 	ApplyConcurrency int           // default 4
 	ApplyTimeout     time.Duration // default 30s

@@ -216,7 +216,7 @@ func (r *Reconciler) Run(ctx context.Context) error {
 			nextPoll = time.Now().Add(r.storeBackoff(storeFailures))
 		} else {
 			storeFailures = 0
-			nextPoll = time.Now().Add(r.jitter(r.opts.PollInterval, r.opts.PollJitter))
+			nextPoll = time.Now().Add(r.pollDelay())
 		}
 		r.resetTimer(timer, r.nextDue(nextPoll, nextResync, storeFailures > 0))
 	}
@@ -273,6 +273,16 @@ func (r *Reconciler) resetTimer(t *time.Timer, at time.Time) {
 		d = 0
 	}
 	t.Reset(d)
+}
+
+// pollDelay is poll.interval less a random part of poll.jitter: replicas
+// spread out, and no change waits longer than poll.interval to be seen.
+func (r *Reconciler) pollDelay() time.Duration {
+	j := min(r.opts.PollJitter, r.opts.PollInterval/2)
+	if j <= 0 {
+		return r.opts.PollInterval
+	}
+	return r.opts.PollInterval - time.Duration(rand.Int64N(int64(j)+1))
 }
 
 // jitter returns d ± j (uniform).

@@ -41,7 +41,7 @@ func Keys() []Key {
 		{KeyReplicaID, "", "replica identity in heartbeats and drift reports (default: the host name)"},
 		{KeyStoreURL, DefaultStoreURL, "the shared store: sqlite://PATH or postgres://USER@HOST:PORT/DB"},
 		{KeyPollInterval, "1s", "how often the journal is polled"},
-		{KeyPollJitter, "100ms", "random extra delay added to each poll"},
+		{KeyPollJitter, "100ms", "polls come up to this much early, at random, so replicas spread out (never later than poll.interval)"},
 		{KeyResyncInterval, "10m", "anti-entropy full relist interval (0 disables)"},
 		{KeyHintListen, true, "LISTEN for change hints on PostgreSQL (only cuts latency)"},
 		{KeyApplyConcurrency, 4, "materializations run at once (at least 1)"},
