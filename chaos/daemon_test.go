@@ -2,10 +2,10 @@ package chaos
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/objectstack-fleet/reconciler/internal/proctest"
 	"io"
 	"net/http"
 	"os"
@@ -17,37 +17,6 @@ import (
 	"time"
 )
 
-// logBuffer collects a daemon's output over all its incarnations.
-type logBuffer struct {
-	mu    sync.Mutex
-	b     bytes.Buffer
-	wrote chan struct{}
-}
-
-func newLogBuffer() *logBuffer { return &logBuffer{wrote: make(chan struct{}, 1)} }
-
-func (l *logBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	select {
-	case l.wrote <- struct{}{}:
-	default:
-	}
-	return l.b.Write(p)
-}
-
-func (l *logBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
-
-func (l *logBuffer) Len() int {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Len()
-}
-
 // daemon is one `reconciler run` subprocess that can be killed and
 // restarted with the same configuration.
 type daemon struct {
@@ -57,7 +26,7 @@ type daemon struct {
 	cfg   map[string]any // nested config, written as config.yaml
 	env   []string
 	token string
-	log   *logBuffer
+	log   *proctest.Buffer
 
 	mu   sync.Mutex
 	cmd  *exec.Cmd
@@ -111,7 +80,7 @@ func (r *rig) newDaemon(id, storeURL string, opts ...func(map[string]any)) *daem
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		r.t.Fatal(err)
 	}
-	d := &daemon{rig: r, id: id, dir: dir, cfg: baseConfig(id, storeURL), log: newLogBuffer()}
+	d := &daemon{rig: r, id: id, dir: dir, cfg: baseConfig(id, storeURL), log: proctest.NewBuffer()}
 	for _, o := range opts {
 		o(d.cfg)
 	}
@@ -158,7 +127,7 @@ func (d *daemon) start() {
 			return
 		}
 		select {
-		case <-d.log.wrote:
+		case <-d.log.Wrote:
 		case <-done:
 			t.Fatalf("%s exited before starting:\n%s", d.id, tail(d.log.String(), 4000))
 		case <-deadline.C:

@@ -5,9 +5,8 @@ import (
 	"encoding/hex"
 	"flag"
 	"fmt"
+	"github.com/objectstack-fleet/reconciler/internal/proctest"
 	"os"
-	"os/exec"
-	"path/filepath"
 	"testing"
 )
 
@@ -25,19 +24,14 @@ var (
 
 func TestMain(m *testing.M) {
 	flag.Parse()
-	dir, err := os.MkdirTemp("", "reconciler-chaos-")
+	bin, cleanup, err := proctest.BuildReconciler("../cmd/reconciler", "chaos")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
-	binary = filepath.Join(dir, "reconciler")
-	build := exec.Command("go", "build", "-ldflags", "-X main.version=chaos", "-o", binary, "../cmd/reconciler")
-	if out, err := build.CombinedOutput(); err != nil {
-		fmt.Fprintf(os.Stderr, "build reconciler: %v\n%s", err, out)
-		os.Exit(1)
-	}
+	binary = bin
 	code := m.Run()
-	_ = os.RemoveAll(dir)
+	cleanup()
 	if results.ran() {
 		table := results.markdown(*long)
 		if code != 0 {

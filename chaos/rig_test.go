@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"encoding/json"
 	"fmt"
+	"github.com/objectstack-fleet/reconciler/internal/proctest"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -344,19 +345,5 @@ func (r *rig) faultConverged(kind, url string, ds ...*daemon) time.Duration {
 // eventually polls cond until it holds or the deadline passes.
 func eventually(t *testing.T, what string, cond func() bool) time.Duration {
 	t.Helper()
-	start := time.Now()
-	tick := time.NewTicker(50 * time.Millisecond)
-	defer tick.Stop()
-	deadline := time.NewTimer(convergeWithin)
-	defer deadline.Stop()
-	for {
-		if cond() {
-			return time.Since(start)
-		}
-		select {
-		case <-tick.C:
-		case <-deadline.C:
-			t.Fatalf("%s: not within %s", what, convergeWithin)
-		}
-	}
+	return proctest.Eventually(t, convergeWithin, 50*time.Millisecond, what, cond)
 }

@@ -6,14 +6,13 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/objectstack-fleet/reconciler/internal/proctest"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -23,43 +22,15 @@ import (
 var binary string
 
 func TestMain(m *testing.M) {
-	dir, err := os.MkdirTemp("", "reconciler-e2e-")
+	bin, cleanup, err := proctest.BuildReconciler(".", "e2e")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
-	binary = filepath.Join(dir, "reconciler")
-	out, err := exec.Command("go", "build", "-ldflags", "-X main.version=e2e", "-o", binary, ".").CombinedOutput()
-	if err != nil {
-		fmt.Fprintf(os.Stderr, "build reconciler: %v\n%s", err, out)
-		os.Exit(1)
-	}
+	binary = bin
 	code := m.Run()
-	_ = os.RemoveAll(dir)
+	cleanup()
 	os.Exit(code)
-}
-
-// syncBuffer collects a process's output for inspection while it runs.
-type syncBuffer struct {
-	mu    sync.Mutex
-	b     bytes.Buffer
-	lines chan struct{}
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	select {
-	case s.lines <- struct{}{}:
-	default:
-	}
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }
 
 // result is a finished command.
@@ -104,13 +75,13 @@ func baseEnv() []string {
 type proc struct {
 	t      *testing.T
 	cmd    *exec.Cmd
-	out    *syncBuffer
+	out    *proctest.Buffer
 	addr   string
 	done   chan struct{}
 	code   int
 	token  string
 	client *http.Client
-	bodies *syncBuffer // every HTTP body the test received
+	bodies *proctest.Buffer // every HTTP body the test received
 }
 
 type daemonOpts struct {
@@ -128,13 +99,13 @@ func startDaemon(t *testing.T, o daemonOpts) *proc {
 	cmd := exec.Command(binary, args...)
 	cmd.Dir = o.dir
 	cmd.Env = append(baseEnv(), o.env...)
-	out := &syncBuffer{lines: make(chan struct{}, 1)}
+	out := proctest.NewBuffer()
 	cmd.Stdout, cmd.Stderr = out, out
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
 	d := &proc{t: t, cmd: cmd, out: out, done: make(chan struct{}), token: o.token,
-		client: &http.Client{Timeout: 10 * time.Second}, bodies: &syncBuffer{lines: make(chan struct{}, 1)}}
+		client: &http.Client{Timeout: 10 * time.Second}, bodies: proctest.NewBuffer()}
 	go func() {
 		err := cmd.Wait()
 		d.code = 0
@@ -165,7 +136,7 @@ func startDaemon(t *testing.T, o daemonOpts) *proc {
 			return d
 		}
 		select {
-		case <-out.lines:
+		case <-out.Wrote:
 		case <-d.done:
 			t.Fatalf("daemon exited with %d before starting:\n%s", d.code, out.String())
 		case <-deadline:
@@ -262,34 +233,11 @@ func (d *proc) item(kind, key string) (item, bool) {
 // eventually polls cond until it holds or the deadline passes.
 func eventually(t *testing.T, within time.Duration, what string, cond func() bool) time.Duration {
 	t.Helper()
-	start := time.Now()
-	tick := time.NewTicker(25 * time.Millisecond)
-	defer tick.Stop()
-	deadline := time.NewTimer(within)
-	defer deadline.Stop()
-	for {
-		if cond() {
-			return time.Since(start)
-		}
-		select {
-		case <-tick.C:
-		case <-deadline.C:
-			t.Fatalf("%s: not within %s", what, within)
-		}
-	}
+	return proctest.Eventually(t, within, 25*time.Millisecond, what, cond)
 }
 
 // freePort returns a loopback address nothing listens on.
-func freePort(t *testing.T) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := ln.Addr().String()
-	ln.Close()
-	return addr
-}
+func freePort(t *testing.T) string { return proctest.FreeAddr(t) }
 
 func writeConfig(t *testing.T, dir, body string) string {
 	t.Helper()

@@ -1,0 +1,103 @@
+// Package proctest holds what the end-to-end and chaos suites need to run
+// the reconciler binary as a real process: building it once, collecting its
+// output while it runs, free loopback addresses, and waiting for a condition
+// with a deadline.
+package proctest
+
+import (
+	"bytes"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+)
+
+// BuildReconciler builds ./cmd/reconciler (pkgDir is its path relative to
+// the calling test's package) into a temporary directory and returns the
+// binary's path and a function removing it. For TestMain.
+func BuildReconciler(pkgDir, version string) (string, func(), error) {
+	dir, err := os.MkdirTemp("", "reconciler-bin-")
+	if err != nil {
+		return "", nil, err
+	}
+	bin := filepath.Join(dir, "reconciler")
+	out, err := exec.Command("go", "build", "-ldflags", "-X main.version="+version, "-o", bin, pkgDir).CombinedOutput()
+	if err != nil {
+		_ = os.RemoveAll(dir)
+		return "", nil, fmt.Errorf("build reconciler: %v\n%s", err, out)
+	}
+	return bin, func() { _ = os.RemoveAll(dir) }, nil
+}
+
+// Buffer collects a process's output for inspection while it runs. Wrote
+// receives (without blocking the writer) after each write.
+type Buffer struct {
+	mu    sync.Mutex
+	b     bytes.Buffer
+	Wrote chan struct{}
+}
+
+// NewBuffer returns an empty Buffer.
+func NewBuffer() *Buffer { return &Buffer{Wrote: make(chan struct{}, 1)} }
+
+// Write implements io.Writer.
+func (s *Buffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	select {
+	case s.Wrote <- struct{}{}:
+	default:
+	}
+	return s.b.Write(p)
+}
+
+// String returns everything written so far.
+func (s *Buffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// Len returns how many bytes were written so far.
+func (s *Buffer) Len() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Len()
+}
+
+// Eventually checks cond every tick until it holds, failing the test when
+// within passes first; it returns how long it took.
+func Eventually(t testing.TB, within, tick time.Duration, what string, cond func() bool) time.Duration {
+	t.Helper()
+	start := time.Now()
+	ticker := time.NewTicker(tick)
+	defer ticker.Stop()
+	deadline := time.NewTimer(within)
+	defer deadline.Stop()
+	for {
+		if cond() {
+			return time.Since(start)
+		}
+		select {
+		case <-ticker.C:
+		case <-deadline.C:
+			t.Fatalf("%s: not within %s", what, within)
+		}
+	}
+}
+
+// FreeAddr returns a loopback address nothing listens on right now.
+func FreeAddr(t testing.TB) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	_ = ln.Close()
+	return addr
+}
