@@ -1,0 +1,83 @@
+package registry
+
+import (
+	"sync"
+	"testing"
+)
+
+func TestSetListAndCounts(t *testing.T) {
+	t.Parallel()
+	s := NewSet()
+	s.Of(KindEngine).Put(Entry{Key: "view/b", State: StateHeld, Reason: "references missing object a"})
+	s.Of(KindEngine).Put(Entry{Key: "object/a", State: StateReady})
+	s.Of(KindCredential).Put(Entry{Key: "tok", State: StateReady})
+	got := s.List("", "")
+	want := []string{"credential/tok", "engine/object/a", "engine/view/b"} // apply order, then key
+	if len(got) != len(want) {
+		t.Fatalf("List: %v", got)
+	}
+	for i, e := range got {
+		if (Ref{e.Kind, e.Key}).String() != want[i] {
+			t.Fatalf("List[%d] = %s/%s, want %s", i, e.Kind, e.Key, want[i])
+		}
+	}
+	if held := s.List(KindEngine, StateHeld); len(held) != 1 || held[0].Key != "view/b" {
+		t.Fatalf("held engine entries: %v", held)
+	}
+	if c := s.Of(KindEngine).Counts(); c[StateReady] != 1 || c[StateHeld] != 1 {
+		t.Fatalf("counts: %v", c)
+	}
+	// Readers get copies: changing one does not change the registry.
+	e, _ := s.Of(KindEngine).Get("object/a")
+	e.State = StateDegraded
+	if e2, _ := s.Of(KindEngine).Get("object/a"); e2.State != StateReady {
+		t.Fatal("Get returned a shared entry")
+	}
+	if _, ok := s.Of(KindEngine).Delete("object/a"); !ok || s.Of(KindEngine).Len() != 1 {
+		t.Fatal("Delete")
+	}
+}
+
+func TestParse(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		in string
+		ok bool
+	}{{"engine", true}, {"credential", true}, {"Engine", false}, {"", false}} {
+		if _, err := ParseKind(c.in); (err == nil) != c.ok {
+			t.Errorf("ParseKind(%q): %v", c.in, err)
+		}
+	}
+	if _, err := ParseState("held"); err != nil {
+		t.Error(err)
+	}
+	if _, err := ParseState("stuck"); err == nil {
+		t.Error("ParseState accepted an unknown state")
+	}
+}
+
+// TestConcurrentReaders: readers copy while a writer updates (run with -race).
+func TestConcurrentReaders(t *testing.T) {
+	t.Parallel()
+	r := New(KindConnector)
+	var wg sync.WaitGroup
+	wg.Add(2)
+	go func() {
+		defer wg.Done()
+		for i := 0; i < 1000; i++ {
+			r.Put(Entry{Key: "k", Revision: int64(i), State: StateReady})
+			r.Update("k", func(e *Entry) { e.Reason = "x" })
+		}
+	}()
+	go func() {
+		defer wg.Done()
+		for i := 0; i < 1000; i++ {
+			_ = r.List(nil)
+			_, _ = r.Get("k")
+		}
+	}()
+	wg.Wait()
+	if e, _ := r.Get("k"); e.Kind != KindConnector || e.Revision != 999 {
+		t.Fatalf("last write lost: %+v", e)
+	}
+}
