@@ -69,6 +69,17 @@ func (r *Reconciler) apply(ctx context.Context, dirty map[registry.Ref]bool, row
 		}
 		byKind[ref.Kind] = append(byKind[ref.Kind], st)
 	}
+	// New entries are visible as pending while their kind waits its turn.
+	now := time.Now()
+	for _, steps := range byKind {
+		for _, st := range steps {
+			if st.action == ActionCreate {
+				r.regs.Of(st.ref.Kind).Put(registry.Entry{Key: st.ref.Key, Revision: st.node.rev,
+					State: registry.StatePending, Reason: "not tried yet", Since: now})
+				r.count(st.ref.Kind, "", registry.StatePending)
+			}
+		}
+	}
 	var changes []Change
 	// Evict dependents before what they depend on.
 	sort.Slice(evictions, func(i, j int) bool { return kindOrder(evictions[i].Kind) > kindOrder(evictions[j].Kind) })

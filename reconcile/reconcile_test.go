@@ -445,3 +445,37 @@ func TestCommitBetweenPollAndRead(t *testing.T) {
 		}
 	})
 }
+
+// TestPendingWhileWaiting: a new entry is listed as pending until its
+// materialization ends.
+func TestPendingWhileWaiting(t *testing.T) {
+	t.Parallel()
+	s, url := snapshottest.NewSQLite(t)
+	entered := make(chan struct{})
+	release := make(chan struct{})
+	c := newCounter(func(ctx context.Context, d Desired) error {
+		if d.Key == "slow" {
+			close(entered)
+			<-release
+		}
+		return nil
+	})
+	b := start(t, s, url, Options{ResyncInterval: -1, Materializers: map[registry.Kind]Materializer{registry.KindConnector: c}})
+	b.exec(upsertMeta, "s", "connector", "slow", "active", strings.Replace(connectorBodyJSON(""), `"type":"bearer"`, `"type":"none"`, 1))
+	b.rec.Trigger()
+	<-entered
+	if e, ok := b.entry(registry.KindConnector, "slow"); !ok || e.State != registry.StatePending || e.Reason != "not tried yet" {
+		t.Fatalf("while materializing: %+v, want pending", e)
+	}
+	if n := b.rec.Status().Counts[registry.KindConnector][registry.StatePending]; n != 1 {
+		t.Fatalf("pending count %d", n)
+	}
+	close(release)
+	b.settle()
+	if st := b.state(registry.KindConnector, "slow"); st != registry.StateReady {
+		t.Fatalf("after: %s", st)
+	}
+	if n := b.rec.Status().Counts[registry.KindConnector][registry.StatePending]; n != 0 {
+		t.Fatalf("pending count after: %d", n)
+	}
+}
