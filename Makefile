@@ -27,7 +27,7 @@ chaos: build
 lint:
 	gofmt -l . | (! grep .)
 	$(GO) vet ./...
-	$(GO) run honnef.co/go/tools/cmd/staticcheck@latest ./... || true
+	$(GO) run honnef.co/go/tools/cmd/staticcheck@latest ./...
 
 clean:
 	rm -rf bin demo

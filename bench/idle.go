@@ -94,7 +94,6 @@ type naive struct {
 	cancel context.CancelFunc
 	done   chan struct{}
 	n      chan int64
-	count  int64
 	err    error
 }
 

@@ -112,15 +112,15 @@ ON CONFLICT (name) DO UPDATE SET config = EXCLUDED.config, pool = EXCLUDED.pool,
 		want := int64(nds * len(ds))
 		var got int64
 		ok := false
+		tick := time.NewTicker(100 * time.Millisecond)
+		defer tick.Stop()
 		deadline := time.Now().Add(convergeWithin)
 		for time.Now().Before(deadline) {
 			if got = connections(); got == want {
 				ok = true
 				break
 			}
-			select {
-			case <-time.After(100 * time.Millisecond): // poll interval of the check
-			}
+			<-tick.C
 		}
 		if !ok {
 			results.with(func(f *figures) { f.leaked += int(max(got-want, 0)) })
@@ -145,9 +145,9 @@ ON CONFLICT (name) DO UPDATE SET config = EXCLUDED.config, pool = EXCLUDED.pool,
 		}
 		results.wrote(nds)
 		victim := ds[rnd.IntN(len(ds))]
-		select {
-		case <-time.After(time.Duration(rnd.IntN(800)) * time.Millisecond): // a random point of the pass
-		}
+		// The kill lands at a random point of the passes: a pause, not a
+		// wait for a condition.
+		time.Sleep(time.Duration(rnd.IntN(800)) * time.Millisecond)
 		victim.kill()
 		results.fault("kill -9 and restart")
 		cancel()

@@ -99,9 +99,7 @@ ON CONFLICT (name) DO UPDATE SET pool = EXCLUDED.pool`,
 			answered[names[m]]++
 			execSQL(t, url, upsertCredential, fmt.Sprintf("up%d", rnd.IntN(2)), secretValue(rnd.IntN(1000)))
 			results.wrote(1)
-			select {
-			case <-time.After(time.Duration(100+rnd.IntN(300)) * time.Millisecond): // flap period
-			}
+			time.Sleep(time.Duration(100+rnd.IntN(300)) * time.Millisecond) // the flap period: a pause, not a wait
 		}
 		// Mid-flap, entries are in whatever state their last probe
 		// earned, but never pending and never without a reason.

@@ -369,7 +369,10 @@ func TestConcurrentWritersNoneMissed(t *testing.T) {
 						keys = append(keys, table+"/"+k)
 					}
 					if err == nil && rollback {
-						err = conn.Rollback(ctx)
+						if err := conn.Rollback(ctx); err != nil {
+							errs <- fmt.Errorf("writer %d: rollback: %w", w, err)
+							return
+						}
 						continue
 					}
 					if err == nil {
