@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"runtime"
 	"runtime/debug"
 	"sort"
 	"strings"
@@ -39,7 +40,20 @@ type outcome struct {
 func (r *Reconciler) apply(ctx context.Context, dirty map[registry.Ref]bool, rows rowSet, forced map[registry.Ref]bool) []Change {
 	byKind := make(map[registry.Kind][]step, len(registry.Kinds))
 	var evictions []registry.Ref
+	refs := make([]registry.Ref, 0, len(dirty))
 	for ref := range dirty {
+		refs = append(refs, ref)
+	}
+	// Signatures are the bulk of a relist's CPU: compute them on every core.
+	sigs := make([]string, len(refs))
+	parallel(len(refs), func(i int) {
+		if n := r.model.nodes[refs[i]]; n != nil {
+			if row, ok := rows[n.addr]; ok && row != (rowOf{}) {
+				sigs[i] = signature(n, row, r.model)
+			}
+		}
+	})
+	for i, ref := range refs {
 		n := r.model.nodes[ref]
 		prev, had := r.regs.Of(ref.Kind).Get(ref.Key)
 		if n == nil {
@@ -48,11 +62,11 @@ func (r *Reconciler) apply(ctx context.Context, dirty map[registry.Ref]bool, row
 			}
 			continue
 		}
-		row, ok := rows[n.addr]
-		if !ok || (row == rowOf{}) {
+		sig := sigs[i]
+		if sig == "" {
 			continue // row vanished between reads: the next poll sees its delete
 		}
-		sig := signature(n, ownBody(row), r.model)
+		row := rows[n.addr]
 		st := step{ref: ref, node: n, row: row, sig: sig}
 		switch {
 		case !had:
@@ -92,6 +106,31 @@ func (r *Reconciler) apply(ctx context.Context, dirty map[registry.Ref]bool, row
 		changes = append(changes, r.applyKind(ctx, steps, rows)...)
 	}
 	return changes
+}
+
+// parallel calls fn(0..n-1) spread over GOMAXPROCS goroutines (inline
+// for small n) and returns when every call has.
+func parallel(n int, fn func(i int)) {
+	workers := runtime.GOMAXPROCS(0)
+	if n < 512 || workers < 2 {
+		for i := 0; i < n; i++ {
+			fn(i)
+		}
+		return
+	}
+	var wg sync.WaitGroup
+	chunk := (n + workers - 1) / workers
+	for lo := 0; lo < n; lo += chunk {
+		hi := min(lo+chunk, n)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := lo; i < hi; i++ {
+				fn(i)
+			}
+		}()
+	}
+	wg.Wait()
 }
 
 func kindOrder(k registry.Kind) int {

@@ -23,10 +23,10 @@ func (r *Reconciler) Drift(ctx context.Context) (DriftReport, error) {
 		NotReady: []DriftItem{}, SignatureMismatch: []DriftItem{}, Orphans: []DriftItem{}, Missing: []DriftItem{}, ChecksumMismatches: []DriftItem{}}
 	rows := make(rowSet, all.Len())
 	rows.add(all)
-	m := buildModel(rows)
+	m := buildModel(all)
 	for ref, n := range m.nodes {
 		rep.Summary.Desired++
-		sig := signature(n, ownBody(rows[n.addr]), m)
+		sig := signature(n, rows[n.addr], m)
 		e, ok := r.regs.Of(ref.Kind).Get(ref.Key)
 		if !ok {
 			rep.Missing = append(rep.Missing, DriftItem{Kind: ref.Kind, Key: ref.Key, Revision: n.rev})

@@ -5,8 +5,8 @@ import (
 	"encoding/binary"
 	"encoding/hex"
 	"encoding/json"
+	"hash"
 	"sort"
-	"strconv"
 
 	"github.com/objectstack-fleet/reconciler/internal/canonjson"
 	"github.com/objectstack-fleet/reconciler/registry"
@@ -257,43 +257,72 @@ func (n *node) credentialOf() string {
 }
 
 // signature hashes the entry's own canonical body and the revisions of
-// everything it resolved (DESIGN §5). Bodies that are not valid JSON hash
-// as their raw bytes, so that fixing them still changes the signature.
-func signature(n *node, body []byte, m *model) string {
-	h := sha256.New()
-	h.Write([]byte(n.ref.Kind))
-	h.Write([]byte{0})
-	h.Write([]byte(n.ref.Key))
-	h.Write([]byte{0})
-	if c, err := canonjson.Canonical(body); err == nil {
-		h.Write(c)
-	} else {
-		h.Write(body)
+// everything it resolved (DESIGN §5). Each field is length-prefixed; a
+// column that is not valid JSON hashes as its raw bytes, so that fixing it
+// still changes the signature. A row's own revision is not part of it: a
+// rewrite of the same body changes nothing.
+func signature(n *node, row rowOf, m *model) string {
+	h := sigHash{h: sha256.New()}
+	h.str(string(n.ref.Kind))
+	h.str(n.ref.Key)
+	switch {
+	case row.meta != nil:
+		h.str(row.meta.OrganizationID)
+		h.str(row.meta.Type)
+		h.str(row.meta.Name)
+		h.str(row.meta.Checksum)
+		h.json(row.meta.Metadata)
+	case row.ds != nil:
+		h.str(row.ds.Driver)
+		h.json(row.ds.Config)
+		h.json(row.ds.Pool)
+		h.json(row.ds.External)
+		h.bool(row.ds.Active)
+	case row.cred != nil:
+		h.bool(row.cred.Cleared)
+		h.int(row.cred.Revision)
 	}
-	h.Write([]byte{0})
-	var buf [8]byte
 	for _, d := range n.deps {
-		h.Write([]byte(d.String()))
-		h.Write([]byte{'='})
-		binary.BigEndian.PutUint64(buf[:], uint64(m.depRev(d)))
-		h.Write(buf[:])
+		h.str(d.String())
+		h.int(m.depRev(d))
 	}
-	sum := h.Sum(nil)
+	sum := h.h.Sum(nil)
 	return hex.EncodeToString(sum[:16])
 }
 
-// ownBody is the part of a row that is the entry's own desired body.
-func metadataBody(row *snapshot.MetadataRow) []byte {
-	// Identity and checksum belong to the body; revision does not (a
-	// rewrite of the same body changes nothing).
-	b, _ := json.Marshal(struct {
-		Org      string          `json:"organization_id"`
-		Type     string          `json:"type"`
-		Name     string          `json:"name"`
-		Checksum string          `json:"checksum,omitempty"`
-		Body     json.RawMessage `json:"metadata"`
-	}{row.OrganizationID, row.Type, row.Name, row.Checksum, validOrQuoted(row.Metadata)})
-	return b
+// sigHash writes length-prefixed fields into a hash.
+type sigHash struct {
+	h   hash.Hash
+	buf [8]byte
+}
+
+func (s *sigHash) int(v int64) {
+	binary.BigEndian.PutUint64(s.buf[:], uint64(v))
+	s.h.Write(s.buf[:])
+}
+
+func (s *sigHash) bytes(b []byte) {
+	s.int(int64(len(b)))
+	s.h.Write(b)
+}
+
+func (s *sigHash) str(v string) { s.bytes([]byte(v)) }
+
+func (s *sigHash) bool(v bool) {
+	if v {
+		s.int(1)
+	} else {
+		s.int(0)
+	}
+}
+
+func (s *sigHash) json(raw []byte) {
+	if c, err := canonjson.Canonical(raw); err == nil {
+		s.bytes(c)
+		return
+	}
+	s.int(-1) // not JSON: distinct from any canonical form
+	s.bytes(raw)
 }
 
 func datasourceBody(row *snapshot.DatasourceRow) []byte {
@@ -307,10 +336,6 @@ func datasourceBody(row *snapshot.DatasourceRow) []byte {
 	return b
 }
 
-func credentialBody(row *snapshot.CredentialRow) []byte {
-	return []byte(`{"ref":` + strconv.Quote(row.Ref) + `,"cleared":` + strconv.FormatBool(row.Cleared) +
-		`,"revision":` + strconv.FormatInt(row.Revision, 10) + `}`)
-}
 
 // validOrQuoted returns raw when it is valid JSON, else raw as a JSON
 // string, so a malformed column never breaks the enclosing document.

@@ -54,38 +54,35 @@ func nodeFor(row rowOf, m *model) *node {
 	return nil
 }
 
-// ownBody is the entry's own desired body, hashed into its signature.
-func ownBody(row rowOf) []byte {
-	switch {
-	case row.cred != nil:
-		return credentialBody(row.cred)
-	case row.meta != nil:
-		return metadataBody(row.meta)
-	case row.ds != nil:
-		return datasourceBody(row.ds)
-	}
-	return nil
-}
 
 // tableOrder processes credentials, then metadata (connectors), then
 // datasources, so a datasource sees its borrowed connector's new node.
 var tableOrder = []snapshot.Table{snapshot.TableCredential, snapshot.TableMetadata, snapshot.TableDatasource}
 
-// buildModel builds the whole desired model from a relist.
-func buildModel(rows rowSet) *model {
+// buildModel builds the whole desired model from a relist: credentials,
+// then metadata (parsed on every core), then datasources, which resolve
+// the connectors they borrow from.
+func buildModel(all snapshot.Rows) *model {
 	m := newModel()
-	for _, t := range tableOrder {
-		for addr, row := range rows {
-			if addr.Table != t {
-				continue
-			}
-			if n := nodeFor(row, m); n != nil {
-				if old, ok := m.nodes[n.ref]; ok && old.rev > n.rev {
-					continue // two rows claim one key: the newer wins
-				}
-				m.put(n)
-			}
+	put := func(n *node) {
+		if n == nil {
+			return
 		}
+		if old, ok := m.nodes[n.ref]; ok && old.rev > n.rev {
+			return // two rows claim one key: the newer wins
+		}
+		m.put(n)
+	}
+	for i := range all.Credentials {
+		put(credentialNode(&all.Credentials[i]))
+	}
+	metas := make([]*node, len(all.Metadata))
+	parallel(len(metas), func(i int) { metas[i] = metadataNode(&all.Metadata[i]) })
+	for _, n := range metas {
+		put(n)
+	}
+	for i := range all.Datasources {
+		put(nodeFor(rowOf{ds: &all.Datasources[i]}, m))
 	}
 	return m
 }
@@ -315,7 +312,7 @@ func (r *Reconciler) relistPass(ctx context.Context, trig Trigger) ([]Change, er
 	r.metrics.Relists.WithLabelValues(string(trig)).Inc()
 	rows := make(rowSet, all.Len())
 	rows.add(all)
-	r.model = buildModel(rows)
+	r.model = buildModel(all)
 	dirty := make(map[registry.Ref]bool, len(r.model.nodes))
 	for ref := range r.model.nodes {
 		dirty[ref] = true
