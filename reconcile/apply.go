@@ -21,7 +21,6 @@ type step struct {
 	node   *node
 	row    rowOf
 	sig    string
-	prev   *registry.Entry
 }
 
 // outcome is what applying a step produced.
@@ -72,9 +71,9 @@ func (r *Reconciler) apply(ctx context.Context, dirty map[registry.Ref]bool, row
 		case !had:
 			st.action = ActionCreate
 		case prev.Signature != sig:
-			st.action, st.prev = ActionRebuild, &prev
+			st.action = ActionRebuild
 		case forced[ref]:
-			st.action, st.prev = ActionRetry, &prev
+			st.action = ActionRetry
 		default:
 			if prev.Revision != n.rev {
 				r.touch(ref, n.rev, sig) // same body rewritten: nothing to rebuild

@@ -93,11 +93,15 @@ func (m *model) depRev(r registry.Ref) int64 {
 }
 
 // engineKey is the engine registry key of a metadata item (DESIGN §5).
-func engineKey(org, typ, name string) string {
+func engineKey(org, typ, name string) string { return orgKey(org, typ+"/"+name) }
+
+// orgKey prefixes key with "org:" when the item belongs to an organization,
+// so that two organizations' items of one name never collide.
+func orgKey(org, key string) string {
 	if org != "" {
-		return org + ":" + typ + "/" + name
+		return org + ":" + key
 	}
-	return typ + "/" + name
+	return key
 }
 
 // connectorBody is the part of a connector body the loop needs.
@@ -148,7 +152,7 @@ func metadataNode(row *snapshot.MetadataRow) *node {
 	}
 	addr := snapshot.Address{Table: snapshot.TableMetadata, Key: row.ID}
 	if row.Type == "connector" {
-		n := &node{ref: registry.Ref{Kind: registry.KindConnector, Key: row.Name}, addr: addr, rev: row.Revision}
+		n := &node{ref: registry.Ref{Kind: registry.KindConnector, Key: orgKey(row.OrganizationID, row.Name)}, addr: addr, rev: row.Revision}
 		var b connectorBody
 		if json.Unmarshal(row.Metadata, &b) == nil {
 			if b.Enabled != nil && !*b.Enabled {
@@ -335,7 +339,6 @@ func datasourceBody(row *snapshot.DatasourceRow) []byte {
 	}{row.Driver, validOrQuoted(row.Config), validOrQuoted(row.Pool), validOrQuoted(row.External), row.Active})
 	return b
 }
-
 
 // validOrQuoted returns raw when it is valid JSON, else raw as a JSON
 // string, so a malformed column never breaks the enclosing document.

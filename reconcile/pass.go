@@ -54,7 +54,6 @@ func nodeFor(row rowOf, m *model) *node {
 	return nil
 }
 
-
 // tableOrder processes credentials, then metadata (connectors), then
 // datasources, so a datasource sees its borrowed connector's new node.
 var tableOrder = []snapshot.Table{snapshot.TableCredential, snapshot.TableMetadata, snapshot.TableDatasource}
