@@ -275,6 +275,7 @@ func signature(n *node, row rowOf, m *model) string {
 		h.str(row.meta.Type)
 		h.str(row.meta.Name)
 		h.str(row.meta.Checksum)
+		h.int(row.meta.Version) // a republished item is rebuilt even if its body is the same
 		h.json(row.meta.Metadata)
 	case row.ds != nil:
 		h.str(row.ds.Driver)
