@@ -21,6 +21,11 @@ type step struct {
 	node   *node
 	row    rowOf
 	sig    string
+	// rev is the revision of the row being built: usually the node's, but a
+	// dependent re-read during the pass may be newer. The entry says what
+	// was built; the node keeps its revision until its own journal entry
+	// comes, so that its dependents are still told.
+	rev int64
 }
 
 // outcome is what applying a step produced.
@@ -66,7 +71,7 @@ func (r *Reconciler) apply(ctx context.Context, dirty map[registry.Ref]bool, row
 			continue // row vanished between reads: the next poll sees its delete
 		}
 		row := rows[n.addr]
-		st := step{ref: ref, node: n, row: row, sig: sig}
+		st := step{ref: ref, node: n, row: row, sig: sig, rev: row.revision()}
 		switch {
 		case !had:
 			st.action = ActionCreate
@@ -75,8 +80,8 @@ func (r *Reconciler) apply(ctx context.Context, dirty map[registry.Ref]bool, row
 		case forced[ref]:
 			st.action = ActionRetry
 		default:
-			if prev.Revision != n.rev {
-				r.touch(ref, n.rev, sig) // same body rewritten: nothing to rebuild
+			if rev := row.revision(); prev.Revision != rev {
+				r.touch(ref, rev, sig) // same body rewritten: nothing to rebuild
 			}
 			continue
 		}
@@ -87,7 +92,7 @@ func (r *Reconciler) apply(ctx context.Context, dirty map[registry.Ref]bool, row
 	for _, steps := range byKind {
 		for _, st := range steps {
 			if st.action == ActionCreate {
-				r.regs.Of(st.ref.Kind).Put(registry.Entry{Key: st.ref.Key, Revision: st.node.rev,
+				r.regs.Of(st.ref.Kind).Put(registry.Entry{Key: st.ref.Key, Revision: st.rev,
 					State: registry.StatePending, Reason: "not tried yet", Since: now})
 				r.count(st.ref.Kind, "", registry.StatePending)
 			}
@@ -180,7 +185,7 @@ func (r *Reconciler) materializeCredential(st step) outcome {
 // resolve checks the entry's dependencies and builds its Desired. A
 // missing or cleared dependency holds the entry (reason set).
 func (r *Reconciler) resolve(st step, rows rowSet) (Desired, string) {
-	d := Desired{Kind: st.ref.Kind, Key: st.ref.Key, Revision: st.node.rev, Signature: st.sig,
+	d := Desired{Kind: st.ref.Kind, Key: st.ref.Key, Revision: st.rev, Signature: st.sig,
 		Body: st.row.body(), Metadata: st.row.meta, Datasource: st.row.ds}
 	var missing []string
 	for _, dep := range st.node.deps {
@@ -228,6 +233,18 @@ func describeRef(ref registry.Ref) string {
 		return strings.Replace(key, "/", " ", 1)
 	}
 	return string(ref.Kind) + " " + ref.Key
+}
+
+func (row rowOf) revision() int64 {
+	switch {
+	case row.meta != nil:
+		return row.meta.Revision
+	case row.ds != nil:
+		return row.ds.Revision
+	case row.cred != nil:
+		return row.cred.Revision
+	}
+	return 0
 }
 
 func (row rowOf) body() []byte {
@@ -327,7 +344,7 @@ func (e *abortError) Error() string { return "materialization aborted: " + e.lab
 // one line and returns the change.
 func (r *Reconciler) record(ctx context.Context, st step, o outcome) Change {
 	now := time.Now()
-	e := registry.Entry{Kind: st.ref.Kind, Key: st.ref.Key, Revision: st.node.rev, Signature: st.sig,
+	e := registry.Entry{Kind: st.ref.Kind, Key: st.ref.Key, Revision: st.rev, Signature: st.sig,
 		State: o.state, Reason: o.reason, Since: now}
 	var prev registry.Entry
 	if p, ok := r.regs.Of(st.ref.Kind).Get(st.ref.Key); ok {
@@ -344,7 +361,7 @@ func (r *Reconciler) record(ctx context.Context, st step, o outcome) Change {
 	switch {
 	case o.state == registry.StateReady:
 		toClose = e.Instance // swap: the new one is ready, close the old
-		e.Instance, e.ServingRevision, e.ServingSignature = o.inst, st.node.rev, st.sig
+		e.Instance, e.ServingRevision, e.ServingSignature = o.inst, st.rev, st.sig
 	case o.dropInstance:
 		toClose = e.Instance
 		e.Instance, e.ServingRevision, e.ServingSignature = nil, 0, ""
@@ -364,14 +381,14 @@ func (r *Reconciler) record(ctx context.Context, st step, o outcome) Change {
 	r.metrics.Materializations.WithLabelValues(string(st.ref.Kind), o.result).Inc()
 	attrs := []slog.Attr{
 		slog.String("kind", string(st.ref.Kind)), slog.String("key", st.ref.Key),
-		slog.Int64("revision", st.node.rev), slog.String("action", string(st.action)),
+		slog.Int64("revision", st.rev), slog.String("action", string(st.action)),
 		slog.String("state", string(e.State)),
 	}
 	if e.Reason != "" {
 		attrs = append(attrs, slog.String("reason", e.Reason))
 	}
 	r.log.LogAttrs(ctx, slog.LevelInfo, "applied", attrs...)
-	return Change{Kind: st.ref.Kind, Key: st.ref.Key, Action: st.action, Revision: st.node.rev, State: e.State}
+	return Change{Kind: st.ref.Kind, Key: st.ref.Key, Action: st.action, Revision: st.rev, State: e.State}
 }
 
 // touch records a new revision whose signature is unchanged: the live

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -478,4 +479,59 @@ func TestPendingWhileWaiting(t *testing.T) {
 	if n := b.rec.Status().Counts[registry.KindConnector][registry.StatePending]; n != 0 {
 		t.Fatalf("pending count after: %d", n)
 	}
+}
+
+// TestDependentReadAtNewerRevision: a dependent re-read during a pass at a
+// revision newer than its journal entry so far is built and reported at
+// that revision; its own entry then changes nothing more.
+func TestDependentReadAtNewerRevision(t *testing.T) {
+	t.Parallel()
+	snapshottest.Each(t, func(t *testing.T, s snapshot.Store, url string) {
+		snapshottest.Exec(t, url, `INSERT INTO sys_metadata (id, type, name, metadata) VALUES
+			('o','object','account','{"fields":[]}'), ('v','view','all','{"object":"account"}')`)
+		viewAddr := snapshot.Address{Table: snapshot.TableMetadata, Key: "v"}
+		var once sync.Once
+		var armed atomic.Bool
+		hs := &hookSource{Store: s}
+		hs.beforeRead = func(addrs []snapshot.Address) {
+			if armed.Load() && slices.Contains(addrs, viewAddr) {
+				once.Do(func() {
+					snapshottest.Exec(t, url, `UPDATE sys_metadata SET metadata = '{"object":"account","label":"All"}' WHERE id = 'v'`)
+				})
+			}
+		}
+		var mu sync.Mutex
+		var reported []Change
+		b := start(t, hs, url, Options{ResyncInterval: -1, PollInterval: time.Hour, OnPass: func(p PassResult) {
+			mu.Lock()
+			reported = append(reported, p.Changes...)
+			mu.Unlock()
+		}})
+		eng := b.mats[registry.KindEngine]
+		eng.reset()
+		armed.Store(true)
+		b.exec(`UPDATE sys_metadata SET metadata = '{"fields":[{"name":"n","type":"text"}]}' WHERE id = 'o'`)
+		b.settle()
+		b.settle()
+		want := expected(t, s)
+		if d := diffMaps(want, actual(b)); d != "" {
+			t.Fatalf("registries differ from rows: %s", d)
+		}
+		viewRev := want[registry.Ref{Kind: registry.KindEngine, Key: "view/all"}]
+		e, _ := b.entry(registry.KindEngine, "view/all")
+		if e.ServingRevision != viewRev {
+			t.Fatalf("view serves revision %d, row is at %d", e.ServingRevision, viewRev)
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		found := false
+		for _, c := range reported {
+			if c.Key == "view/all" && c.Revision == viewRev {
+				found = true
+			}
+		}
+		if !found || eng.count("view/all") != 1 {
+			t.Fatalf("view: reported %v, built %d times; want one build reported at revision %d", reported, eng.count("view/all"), viewRev)
+		}
+	})
 }
