@@ -47,7 +47,7 @@ type loop struct {
 type loopOptions struct {
 	interval time.Duration
 	hint     bool
-	jitter   bool // the default ±10% poll jitter (else none)
+	jitter   bool // the default poll jitter, up to 10% early (else none)
 	maxConns int32
 }
 

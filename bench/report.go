@@ -187,7 +187,7 @@ func renderReport(b *strings.Builder, r *Results, charts []string) {
 	// 6.
 	if len(r.Fleet) > 0 {
 		p("## 6. Fleet load\n\n")
-		p("N reconcilers, each with its own store pool (2 connections), poll one %s-row database every %v (±10%% jitter), in this process. Database CPU is the CPU time of every process of the PostgreSQL cluster (postmaster and children, from /proc) over %v windows, in %% of one core; statements and execution time from pg_stat_statements. The 0 row is the idle cluster's baseline.\n\n",
+		p("N reconcilers, each with its own store pool (2 connections), poll one %s-row database every %v (polls up to 10%% early at random: the default jitter), in this process. Database CPU is the CPU time of every process of the PostgreSQL cluster (postmaster and children, from /proc) over %v windows, in %% of one core; statements and execution time from pg_stat_statements. The 0 row is the idle cluster's baseline.\n\n",
 			sizeName(c.FleetRows), c.FleetInterval, c.FleetWindow)
 		p("| reconcilers | database CPU, %% of a core | above baseline | statements/s | exec ms/s |\n|---:|---:|---:|---:|---:|\n")
 		base := r.Fleet[0].CPUPercent
