@@ -1,7 +1,6 @@
 package chaos
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -120,7 +119,7 @@ func (d *daemon) start() {
 	deadline := time.NewTimer(60 * time.Second)
 	defer deadline.Stop()
 	for {
-		if addr := startedAddr(d.log.String()[from:]); addr != "" {
+		if addr := proctest.StartedAddr(d.log.String()[from:]); addr != "" {
 			d.mu.Lock()
 			d.addr = addr
 			d.mu.Unlock()
@@ -141,21 +140,6 @@ func tail(s string, n int) string {
 		return "…" + s[len(s)-n:]
 	}
 	return s
-}
-
-func startedAddr(logs string) string {
-	sc := bufio.NewScanner(strings.NewReader(logs))
-	sc.Buffer(make([]byte, 1<<20), 1<<24)
-	for sc.Scan() {
-		var l struct {
-			Msg    string `json:"msg"`
-			Status string `json:"status"`
-		}
-		if json.Unmarshal(sc.Bytes(), &l) == nil && l.Msg == "reconciler started" {
-			return l.Status
-		}
-	}
-	return ""
 }
 
 // baseEnv is the environment without RECONCILER_ variables, which would

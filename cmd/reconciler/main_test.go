@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -131,7 +130,7 @@ func startDaemon(t *testing.T, o daemonOpts) *proc {
 	})
 	deadline := time.After(60 * time.Second)
 	for {
-		if addr := startedAddr(out.String()); addr != "" {
+		if addr := proctest.StartedAddr(out.String()); addr != "" {
 			d.addr = addr
 			return d
 		}
@@ -143,21 +142,6 @@ func startDaemon(t *testing.T, o daemonOpts) *proc {
 			t.Fatalf("daemon did not start:\n%s", out.String())
 		}
 	}
-}
-
-func startedAddr(logs string) string {
-	sc := bufio.NewScanner(strings.NewReader(logs))
-	sc.Buffer(make([]byte, 1<<20), 1<<20)
-	for sc.Scan() {
-		var l struct {
-			Msg    string `json:"msg"`
-			Status string `json:"status"`
-		}
-		if json.Unmarshal(sc.Bytes(), &l) == nil && l.Msg == "reconciler started" {
-			return l.Status
-		}
-	}
-	return ""
 }
 
 func (d *proc) signal(s os.Signal) {

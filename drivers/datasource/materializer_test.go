@@ -5,11 +5,11 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/objectstack-fleet/reconciler/internal/proctest"
 	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -34,25 +34,8 @@ func desired(driver, config, pool string, active bool, secret string) reconcile.
 		Datasource: row, CredentialRef: "crm-db", Secret: snapshot.NewSecret(secret)}
 }
 
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
-func debugLogger() (*slog.Logger, *syncBuffer) {
-	buf := &syncBuffer{}
+func debugLogger() (*slog.Logger, *proctest.Buffer) {
+	buf := proctest.NewBuffer()
 	return slog.New(slog.NewJSONHandler(buf, &slog.HandlerOptions{Level: slog.LevelDebug})), buf
 }
 
@@ -116,7 +99,7 @@ func TestInvalidConfig(t *testing.T) {
 type pgFixture struct {
 	cluster *testdb.Cluster
 	log     *slog.Logger
-	logs    *syncBuffer
+	logs    *proctest.Buffer
 	m       *datasource.Materializer
 }
 

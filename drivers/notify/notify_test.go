@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"github.com/objectstack-fleet/reconciler/internal/proctest"
 	"io"
 	"log/slog"
 	"net/http"
@@ -12,7 +13,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -26,23 +26,6 @@ import (
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 const canary = "canary-hmac-2c7a90"
-
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
 
 func change(kind registry.Kind, key string, a reconcile.Action, rev int64, st registry.State) reconcile.Change {
 	return reconcile.Change{Kind: kind, Key: key, Action: a, Revision: rev, State: st}
@@ -104,7 +87,7 @@ func TestWebhookRetriesAndCoalesces(t *testing.T) {
 		}
 	}))
 	defer srv.Close()
-	logs := &syncBuffer{}
+	logs := proctest.NewBuffer()
 	attempts := make(chan error, 16)
 	w := notify.NewWebhook(notify.WebhookOptions{
 		URL: srv.URL, Secret: canary, MinBackoff: time.Millisecond, MaxBackoff: 4 * time.Millisecond,

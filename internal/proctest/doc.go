@@ -1,5 +1,5 @@
-// Package proctest holds what the end-to-end and chaos suites need to run
-// the reconciler binary as a real process: building it once, collecting its
-// output while it runs, free loopback addresses, and waiting for a condition
-// with a deadline.
+// Package proctest holds what the test suites need to run the reconciler
+// binary as a real process and watch it: building it once, concurrency-safe
+// output buffers (also for captured logs), the status address it announces,
+// free loopback addresses, and waiting for a condition with a deadline.
 package proctest

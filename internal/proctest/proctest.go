@@ -1,12 +1,15 @@
 package proctest
 
 import (
+	"bufio"
 	"bytes"
+	"encoding/json"
 	"fmt"
 	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -96,4 +99,21 @@ func FreeAddr(t testing.TB) string {
 	addr := ln.Addr().String()
 	_ = ln.Close()
 	return addr
+}
+
+// StartedAddr returns the status API address from the daemon's JSON log
+// line "reconciler started", or "" while there is none yet.
+func StartedAddr(logs string) string {
+	sc := bufio.NewScanner(strings.NewReader(logs))
+	sc.Buffer(make([]byte, 1<<20), 1<<24)
+	for sc.Scan() {
+		var l struct {
+			Msg    string `json:"msg"`
+			Status string `json:"status"`
+		}
+		if json.Unmarshal(sc.Bytes(), &l) == nil && l.Msg == "reconciler started" {
+			return l.Status
+		}
+	}
+	return ""
 }
