@@ -2,6 +2,8 @@ package reconcile
 
 import (
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/objectstack-fleet/reconciler/registry"
 )
 
 // Metrics are the loop's Prometheus metrics (DESIGN §7 names).
@@ -54,6 +56,21 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		DriftItems: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "reconciler_drift_items", Help: "Items in the latest drift report by section.",
 		}, []string{"section"}),
+	}
+	// Every series exists from the start at zero, so that dashboards and
+	// alerts never see a missing series.
+	for _, k := range registry.Kinds {
+		m.Evictions.WithLabelValues(string(k))
+		for _, r := range []string{"ready", "degraded", "held", "panic", "timeout"} {
+			m.Materializations.WithLabelValues(string(k), r)
+		}
+		for _, st := range registry.States {
+			m.Items.WithLabelValues(string(k), string(st))
+		}
+	}
+	for _, t := range []Trigger{TriggerStart, TriggerPoll, TriggerHint, TriggerManual, TriggerResync,
+		TriggerAntiEntropy, TriggerExpired, TriggerRegressed, TriggerRetry, TriggerRecovered} {
+		m.Passes.WithLabelValues(string(t))
 	}
 	if reg != nil {
 		reg.MustRegister(m.Materializations, m.Evictions, m.Passes, m.Items, m.CursorLag,

@@ -265,6 +265,21 @@ replica_id: sig
 	})
 	t.Logf("applied %s after SIGHUP", took.Round(time.Millisecond))
 
+	// The metric names of the contract (DESIGN §7), with their labels.
+	code, metrics := d.request("GET", "/metrics")
+	for _, want := range []string{
+		`reconciler_materializations_total{kind="engine",result="ready"} 1`,
+		`reconciler_evictions_total{kind="connector"} 0`,
+		`reconciler_passes_total{trigger="trigger"}`,
+		`reconciler_items{kind="engine",state="ready"} 1`,
+		`reconciler_cursor_lag_seconds `,
+		`reconciler_poll_duration_seconds_count `,
+	} {
+		if code != 200 || !strings.Contains(string(metrics), want) {
+			t.Errorf("/metrics (%d) lacks %s", code, want)
+		}
+	}
+
 	// A bad file is rejected, the old configuration kept, and SIGHUP still
 	// reconciles.
 	writeConfig(t, dir, good+"bogus_key: 1\n")
