@@ -76,7 +76,7 @@ func TestThroughTheLoop(t *testing.T) {
 	if strings.Contains(f.logs.String(), canary) {
 		t.Fatal("the password appears in the debug log")
 	}
-	if !strings.Contains(f.logs.String(), "key=crm") {
+	if !strings.Contains(f.logs.String(), `"key":"crm"`) {
 		t.Fatalf("the loop logged nothing about crm:\n%s", f.logs.String())
 	}
 }
