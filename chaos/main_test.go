@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"github.com/objectstack-fleet/reconciler/internal/proctest"
+	"go.uber.org/goleak"
 	"os"
 	"testing"
 )
@@ -32,6 +33,12 @@ func TestMain(m *testing.M) {
 	binary = bin
 	code := m.Run()
 	cleanup()
+	if code == 0 {
+		if err := goleak.Find(); err != nil {
+			fmt.Fprintln(os.Stderr, "goroutines left behind:", err)
+			code = 1
+		}
+	}
 	if results.ran() {
 		table := results.markdown(*long)
 		if code != 0 {
