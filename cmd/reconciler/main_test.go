@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"github.com/objectstack-fleet/reconciler/internal/proctest"
+	"go.uber.org/goleak"
 	"io"
 	"net/http"
 	"os"
@@ -29,6 +30,12 @@ func TestMain(m *testing.M) {
 	binary = bin
 	code := m.Run()
 	cleanup()
+	if code == 0 {
+		if err := goleak.Find(); err != nil {
+			fmt.Fprintln(os.Stderr, "goroutines left behind:", err)
+			code = 1
+		}
+	}
 	os.Exit(code)
 }
 
