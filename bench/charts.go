@@ -123,6 +123,8 @@ func latencyChart(r *Results) (*plot.Plot, error) {
 		p.Legend.Add(s.name, b)
 	}
 	p.NominalX(names...)
+	p.Y.Min = 0
+	p.Y.Max *= 1.45 // headroom for the legend above the bars
 	return p, nil
 }
 
