@@ -106,7 +106,7 @@ func (d *daemon) start() {
 	from := d.log.Len()
 	cmd := exec.Command(binary, "run", "--config", "config.yaml")
 	cmd.Dir = d.dir
-	cmd.Env = append(baseEnv(), d.env...)
+	cmd.Env = append(proctest.CleanEnv(), d.env...)
 	cmd.Stdout, cmd.Stderr = d.log, d.log
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -140,18 +140,6 @@ func tail(s string, n int) string {
 		return "…" + s[len(s)-n:]
 	}
 	return s
-}
-
-// baseEnv is the environment without RECONCILER_ variables, which would
-// otherwise configure the daemons.
-func baseEnv() []string {
-	var env []string
-	for _, kv := range os.Environ() {
-		if !strings.HasPrefix(kv, "RECONCILER_") {
-			env = append(env, kv)
-		}
-	}
-	return env
 }
 
 func (d *daemon) running() bool {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/objectstack-fleet/reconciler/internal/proctest"
 	"math/rand/v2"
 	"net/http"
 	"net/http/httptest"
@@ -114,7 +115,7 @@ func (r *rig) searchStoreRows(url string) {
 func migrate(t *testing.T, url string) {
 	t.Helper()
 	cmd := exec.Command(binary, "migrate", "--store.url", url)
-	cmd.Env = baseEnv()
+	cmd.Env = proctest.CleanEnv()
 	if out, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("reconciler migrate: %v\n%s", err, out)
 	}

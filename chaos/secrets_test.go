@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"github.com/objectstack-fleet/reconciler/internal/proctest"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -178,7 +179,7 @@ func withDatabaseUser(raw, user string) string {
 func cli(t *testing.T, env []string, args ...string) string {
 	t.Helper()
 	cmd := exec.Command(binary, args...)
-	cmd.Env = append(baseEnv(), env...)
+	cmd.Env = append(proctest.CleanEnv(), env...)
 	cmd.Dir = t.TempDir()
 	out, err := cmd.CombinedOutput()
 	if err != nil {

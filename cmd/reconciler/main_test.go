@@ -12,7 +12,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -52,7 +51,7 @@ func reconciler(t *testing.T, dir string, env []string, args ...string) result {
 	defer cancel()
 	cmd := exec.CommandContext(ctx, binary, args...)
 	cmd.Dir = dir
-	cmd.Env = append(baseEnv(), env...)
+	cmd.Env = append(proctest.CleanEnv(), env...)
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	err := cmd.Run()
@@ -63,18 +62,6 @@ func reconciler(t *testing.T, dir string, env []string, args ...string) result {
 		t.Fatalf("run reconciler %v: %v", args, err)
 	}
 	return result{code: code, stdout: stdout.String(), stderr: stderr.String()}
-}
-
-// baseEnv is the environment without RECONCILER_ variables, which would
-// otherwise configure the daemons under test.
-func baseEnv() []string {
-	var env []string
-	for _, kv := range os.Environ() {
-		if !strings.HasPrefix(kv, "RECONCILER_") {
-			env = append(env, kv)
-		}
-	}
-	return env
 }
 
 // proc is a running `reconciler run`.
@@ -104,7 +91,7 @@ func startDaemon(t *testing.T, o daemonOpts) *proc {
 	args := append([]string{"run", "--status.listen", "127.0.0.1:0", "--log.format", "json"}, o.args...)
 	cmd := exec.Command(binary, args...)
 	cmd.Dir = o.dir
-	cmd.Env = append(baseEnv(), o.env...)
+	cmd.Env = append(proctest.CleanEnv(), o.env...)
 	out := proctest.NewBuffer()
 	cmd.Stdout, cmd.Stderr = out, out
 	if err := cmd.Start(); err != nil {

@@ -117,3 +117,15 @@ func StartedAddr(logs string) string {
 	}
 	return ""
 }
+
+// CleanEnv is this process's environment without RECONCILER_ variables,
+// which would otherwise configure the daemons under test.
+func CleanEnv() []string {
+	var env []string
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, "RECONCILER_") {
+			env = append(env, kv)
+		}
+	}
+	return env
+}
