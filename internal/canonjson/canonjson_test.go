@@ -1,7 +1,11 @@
 package canonjson
 
 import (
+	"bytes"
 	"encoding/json"
+	"fmt"
+	"sort"
+	"strconv"
 	"testing"
 )
 
@@ -48,4 +52,111 @@ func FuzzCanonical(f *testing.F) {
 			t.Fatalf("not a fixed point: %q -> %q (%v)", c, c2, err)
 		}
 	})
+}
+
+// canonicalReference is the first, decode-based implementation: decode into
+// maps and slices, then print. Canonical must agree with it on valid JSON.
+func canonicalReference(b []byte) ([]byte, error) {
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.UseNumber()
+	var v any
+	if err := dec.Decode(&v); err != nil {
+		return nil, err
+	}
+	var buf bytes.Buffer
+	if err := refWrite(&buf, v); err != nil {
+		return nil, err
+	}
+	return buf.Bytes(), nil
+}
+
+func refWrite(buf *bytes.Buffer, v any) error {
+	switch x := v.(type) {
+	case nil:
+		buf.WriteString("null")
+	case bool:
+		buf.WriteString(strconv.FormatBool(x))
+	case json.Number:
+		writeNumber(buf, x)
+	case string:
+		writeString(buf, x)
+	case []any:
+		buf.WriteByte('[')
+		for i, e := range x {
+			if i > 0 {
+				buf.WriteByte(',')
+			}
+			if err := refWrite(buf, e); err != nil {
+				return err
+			}
+		}
+		buf.WriteByte(']')
+	case map[string]any:
+		keys := make([]string, 0, len(x))
+		for k := range x {
+			keys = append(keys, k)
+		}
+		sort.Strings(keys)
+		buf.WriteByte('{')
+		for i, k := range keys {
+			if i > 0 {
+				buf.WriteByte(',')
+			}
+			writeString(buf, k)
+			buf.WriteByte(':')
+			if err := refWrite(buf, x[k]); err != nil {
+				return err
+			}
+		}
+		buf.WriteByte('}')
+	default:
+		return fmt.Errorf("canonical json: unexpected %T", v)
+	}
+	return nil
+}
+
+// FuzzAgainstReference: on every valid document the one-pass canonicalizer
+// prints exactly what the decode-based one prints, and it rejects exactly
+// the invalid ones.
+func FuzzAgainstReference(f *testing.F) {
+	for _, s := range []string{
+		`{"b":[1,2.50,{"z":null,"a":true}],"a":"\u0000é\ud83d\ude00\ud800x"}`,
+		`{"a":1,"a":2,"b":{"d":1,"c":2}}`, `"\xff\xfe"`, `[1e400, -0.0, 1E+2, 0.1e-7]`,
+		"\"a\xffb\xc3\"", `{"k\"ey":"\/\b\f\n\r\t"}`, ` [ ] `, `{}`,
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, in []byte) {
+		got, err := Canonical(in)
+		if !json.Valid(in) {
+			if err == nil {
+				t.Fatalf("accepted invalid JSON %q", in)
+			}
+			return
+		}
+		want, rerr := canonicalReference(in)
+		if rerr != nil {
+			return // beyond encoding/json's limits (depth)
+		}
+		if err != nil || !bytes.Equal(got, want) {
+			t.Fatalf("Canonical(%q) = %q, %v; reference %q", in, got, err, want)
+		}
+	})
+}
+
+func BenchmarkCanonical(b *testing.B) {
+	body := []byte(`{"label":"Account","fields":[{"name":"name","type":"text"},{"name":"amount","type":"currency","precision":2},{"name":"parent","type":"lookup","reference":"account"},{"name":"notes","type":"textarea","help":"Free text, \"quoted\" and ünïcode"}],"datasource":"crm","enableHistory":true}`)
+	for _, c := range []struct {
+		name string
+		fn   func([]byte) ([]byte, error)
+	}{{"one-pass", Canonical}, {"decode-reference", canonicalReference}} {
+		b.Run(c.name, func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				if _, err := c.fn(body); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
 }
