@@ -6,7 +6,6 @@ import (
 	"flag"
 	"fmt"
 	"github.com/objectstack-fleet/reconciler/internal/proctest"
-	"go.uber.org/goleak"
 	"os"
 	"testing"
 )
@@ -25,20 +24,7 @@ var (
 
 func TestMain(m *testing.M) {
 	flag.Parse()
-	bin, cleanup, err := proctest.BuildReconciler("../cmd/reconciler", "chaos")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	binary = bin
-	code := m.Run()
-	cleanup()
-	if code == 0 {
-		if err := goleak.Find(); err != nil {
-			fmt.Fprintln(os.Stderr, "goroutines left behind:", err)
-			code = 1
-		}
-	}
+	code := proctest.RunSuite(m, "../cmd/reconciler", "chaos", &binary)
 	if results.ran() {
 		table := results.markdown(*long)
 		if code != 0 {

@@ -4,9 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"fmt"
 	"github.com/objectstack-fleet/reconciler/internal/proctest"
-	"go.uber.org/goleak"
 	"io"
 	"net/http"
 	"os"
@@ -21,21 +19,7 @@ import (
 var binary string
 
 func TestMain(m *testing.M) {
-	bin, cleanup, err := proctest.BuildReconciler(".", "e2e")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	binary = bin
-	code := m.Run()
-	cleanup()
-	if code == 0 {
-		if err := goleak.Find(); err != nil {
-			fmt.Fprintln(os.Stderr, "goroutines left behind:", err)
-			code = 1
-		}
-	}
-	os.Exit(code)
+	os.Exit(proctest.RunSuite(m, ".", "e2e", &binary))
 }
 
 // result is a finished command.

@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"go.uber.org/goleak"
 	"net"
 	"os"
 	"os/exec"
@@ -128,4 +129,26 @@ func CleanEnv() []string {
 		}
 	}
 	return env
+}
+
+// RunSuite is a TestMain body for suites that run the daemon: it builds
+// the binary (into *binary), runs the tests, removes the binary and, when
+// they passed, fails the suite on goroutines left behind. It returns the
+// exit code for os.Exit.
+func RunSuite(m *testing.M, pkgDir, version string, binary *string) int {
+	bin, cleanup, err := BuildReconciler(pkgDir, version)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	*binary = bin
+	code := m.Run()
+	cleanup()
+	if code == 0 {
+		if err := goleak.Find(); err != nil {
+			fmt.Fprintln(os.Stderr, "goroutines left behind:", err)
+			code = 1
+		}
+	}
+	return code
 }
