@@ -29,6 +29,13 @@ type Options struct {
 	Metrics *Metrics
 	// Logger; default discards.
 	Logger *slog.Logger
+	// Secrets opens sys_secret rows; nil leaves every sys_secret credential
+	// held ("no secret key configured").
+	Secrets SecretOpener
+	// CodeObjects are object names the platform defines in code: references
+	// to them resolve without a row (as do names beginning with "sys_").
+	CodeObjects []string
+
 	// OnPass, if set, is called after every pass (from the loop goroutine;
 	// must not block for long).
 	OnPass func(PassResult)

@@ -45,6 +45,9 @@ type Config struct {
 	WebhookURL       string
 	WebhookSecretEnv string
 	ExecCommand      []string
+	SecretsKeyEnv    string
+	CodeObjects      []string
+	SQLiteDir        string
 	LogLevel         slog.Level
 	LogFormat        string // "text" or "json"
 
@@ -218,6 +221,9 @@ func decode(v *viper.Viper) (*Config, error) {
 		WebhookURL:       d.str(KeyWebhookURL),
 		WebhookSecretEnv: d.str(KeyWebhookSecretEnv),
 		ExecCommand:      d.argv(KeyExecCommand),
+		SecretsKeyEnv:    d.str(KeySecretsKeyEnv),
+		CodeObjects:      d.argv(KeyCodeObjects),
+		SQLiteDir:        d.str(KeySQLiteDir),
 		LogFormat:        strings.ToLower(d.str(KeyLogFormat)),
 	}
 	if c.ReplicaID == "" {
@@ -239,6 +245,7 @@ func decode(v *viper.Viper) (*Config, error) {
 	d.check(KeyStatusListen, checkListen(c.StatusListen))
 	d.check(KeyStatusTokenEnv, checkEnvName(c.StatusTokenEnv))
 	d.check(KeyWebhookSecretEnv, checkEnvName(c.WebhookSecretEnv))
+	d.check(KeySecretsKeyEnv, checkEnvName(c.SecretsKeyEnv))
 	if c.WebhookURL != "" {
 		u, err := url.Parse(c.WebhookURL)
 		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {

@@ -25,6 +25,9 @@ const (
 	KeyWebhookURL       = "notify.webhook.url"
 	KeyWebhookSecretEnv = "notify.webhook.secret_env"
 	KeyExecCommand      = "notify.exec.command"
+	KeySecretsKeyEnv    = "secrets.key_env"
+	KeyCodeObjects      = "engine.code_objects"
+	KeySQLiteDir        = "datasource.sqlite_dir"
 	KeyLogLevel         = "log.level"
 	KeyLogFormat        = "log.format"
 )
@@ -54,6 +57,9 @@ func Keys() []Key {
 		{KeyWebhookURL, "", "URL told about every pass that changed something (empty: off)"},
 		{KeyWebhookSecretEnv, "", "name of the environment variable holding the webhook HMAC secret"},
 		{KeyExecCommand, []string{}, "command (argv) run with the change set on stdin after every pass that changed something"},
+		{KeySecretsKeyEnv, "OS_SECRET_KEY", "name of the environment variable holding the platform's secret key (64 hex characters or base64 of 32 bytes), to decrypt sys_secret rows"},
+		{KeyCodeObjects, []string{}, "object names the platform defines in code: references to them resolve without a row (names beginning with sys_ always do)"},
+		{KeySQLiteDir, "", "directory SQLite datasources may open files in (empty: SQLite datasources are held)"},
 		{KeyLogLevel, "info", "debug, info, warn or error"},
 		{KeyLogFormat, "text", "text or json"},
 	}
