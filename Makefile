@@ -4,7 +4,7 @@ BIN     := bin/reconciler
 VERSION ?= $(shell git describe --always --dirty 2>/dev/null || echo dev)
 LDFLAGS := -X main.version=$(VERSION)
 
-.PHONY: build run test bench chaos lint clean
+.PHONY: build run test test-objectstack bench chaos lint clean
 
 build:
 	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN) ./cmd/reconciler
@@ -17,6 +17,11 @@ run: build
 test:
 	$(GO) vet ./...
 	scripts/with-postgres.sh $(GO) test -count=1 -timeout 15m ./...
+
+# Boots real ObjectStack 17.4.0 nodes (needs Node.js 20+, npm, redis-server;
+# the pinned npm install is cached by scripts/objectstack/install.sh).
+test-objectstack:
+	scripts/with-postgres.sh $(GO) test -tags objectstack -count=1 -p 1 -timeout 15m -v ./e2e/objectstack/...
 
 bench: build
 	scripts/with-postgres.sh scripts/bench.sh
