@@ -5,6 +5,8 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"slices"
+	"sync"
 )
 
 // Prefix starts every checksum the platform writes.
@@ -30,11 +32,13 @@ const MaxDepth = 10000
 // Checksum returns the platform's checksum of body: "sha256:" and 64 lower
 // case hex digits.
 func Checksum(body []byte) (string, error) {
-	var buf [512]byte
-	c, err := AppendCanonical(buf[:0], body)
+	p := getParser()
+	defer putParser(p)
+	c, err := p.canonical(p.buf[:0], body)
 	if err != nil {
 		return "", err
 	}
+	p.buf = c[:0]
 	sum := sha256.Sum256(c)
 	var out [len(Prefix) + 2*sha256.Size]byte
 	copy(out[:], Prefix)
@@ -50,7 +54,35 @@ func Canonical(body []byte) ([]byte, error) {
 // AppendCanonical appends the canonical text of body to dst, as Canonical
 // returns it; on error dst is returned unchanged.
 func AppendCanonical(dst, body []byte) ([]byte, error) {
-	p := parser{in: body, out: dst}
+	p := getParser()
+	defer putParser(p)
+	return p.canonical(dst, body)
+}
+
+// parsers keeps parsers and their buffers between calls: a checksum is
+// computed per row.
+var parsers = sync.Pool{New: func() any { return new(parser) }}
+
+func getParser() *parser { return parsers.Get().(*parser) }
+
+// maxPooled bounds the buffers a pooled parser keeps.
+const maxPooled = 1 << 20
+
+func putParser(p *parser) {
+	if cap(p.buf) > maxPooled || cap(p.scratch) > maxPooled || cap(p.keys) > maxPooled || cap(p.str) > maxPooled || cap(p.members) > maxPooled/64 {
+		return
+	}
+	p.in, p.out = nil, nil
+	clear(p.members[:cap(p.members)]) // keys may point into the last body
+	parsers.Put(p)
+}
+
+func (p *parser) canonical(dst, body []byte) ([]byte, error) {
+	p.in, p.pos, p.out, p.refused = body, 0, dst, false
+	p.members, p.keys = p.members[:0], p.keys[:0]
+	if cap(p.out)-len(p.out) < len(body) {
+		p.out = slices.Grow(p.out, len(body)+16)
+	}
 	p.space()
 	if err := p.value(0); err != nil {
 		return dst, fmt.Errorf("platform checksum: %w", err)
@@ -59,8 +91,8 @@ func AppendCanonical(dst, body []byte) ([]byte, error) {
 	if p.pos != len(p.in) {
 		return dst, fmt.Errorf("platform checksum: %w: data after the JSON value at offset %d", ErrSyntax, p.pos)
 	}
-	if p.refused != nil {
-		return dst, fmt.Errorf("platform checksum: %w", p.refused)
+	if err := p.refusal(len(dst)); err != nil {
+		return dst, fmt.Errorf("platform checksum: %w", err)
 	}
 	return p.out, nil
 }

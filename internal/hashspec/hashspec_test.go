@@ -132,6 +132,8 @@ func TestErrors(t *testing.T) {
 		{"Infinity", `{"a":1e400}`, ErrUnrepresentable},
 		{"minus Infinity", `[-1e309]`, ErrUnrepresentable},
 		{"syntax error after Infinity", `[1e400,}`, ErrSyntax},
+		{"Infinity under __proto__", `{"__proto__":[1e400],"a":1}`, ErrUnrepresentable},
+		{"Infinity kept by a duplicate", `{"a":1,"a":{"b":1e400}}`, ErrUnrepresentable},
 		{"too deep", deep, ErrUnrepresentable},
 		{"deepest allowed", okDeep, nil},
 	}
@@ -156,6 +158,7 @@ func TestCases(t *testing.T) {
 	t.Parallel()
 	cases := []struct{ name, body, want string }{
 		{"underflow to zero", `[1e-400,-1e-400]`, `[0,0]`},
+		{"Infinity replaced by a duplicate", `{"a":1e400,"b":[2e400],"a":1,"b":2}`, `{"a":1,"b":2}`},
 		{"ill-formed UTF-8 in a string", "\"a\xe2\x82b\xc0\x80\xed\xa0\x80\xf4\x90\x80\x80\"", "\"a\ufffdb\ufffd\ufffd\ufffd\ufffd\ufffd\ufffd\ufffd\ufffd\ufffd\""},
 		{"escaped lone surrogates in keys sort by code unit", `{"\ud83d":1,"\ud83d\ude00":2,"\ud83dx":3,"\uffff":4,"\ud7ff":5}`,
 			"{\"\ud7ff\":5,\"\\ud83d\":1,\"\\ud83dx\":3,\"😀\":2,\"\uffff\":4}"},

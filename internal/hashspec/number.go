@@ -11,7 +11,7 @@ import (
 func appendNumber(out, tok []byte) ([]byte, error) {
 	f, err := strconv.ParseFloat(string(tok), 64)
 	if math.IsInf(f, 0) {
-		return out, fmt.Errorf("%w: %.40s is beyond the float64 range", ErrUnrepresentable, tok)
+		return out, ErrUnrepresentable
 	}
 	if err != nil { // cannot happen: the grammar was checked
 		return out, fmt.Errorf("%w: %w", ErrSyntax, err)

@@ -1,9 +1,12 @@
 package hashspec
 
 import (
+	"bytes"
 	"cmp"
 	"fmt"
 	"slices"
+	"strconv"
+	"strings"
 )
 
 // parser reads one JSON text and appends its canonical form to out as it
@@ -22,8 +25,10 @@ type parser struct {
 	keys    []byte
 	str     []byte
 	scratch []byte
-	// refused is the first number the platform could not canonicalize.
-	refused error
+	// buf is Checksum's output buffer, kept for the next call.
+	buf []byte
+	// refused tells that out holds a number the platform refuses.
+	refused bool
 }
 
 // member is one object member: its decoded key (a slice of in or of keys),
@@ -226,7 +231,13 @@ func (p *parser) object(depth int) error {
 	p.out = append(p.out[:start], '{')
 	first := true
 	for i, m := range members {
-		if m.proto || (i+1 < len(members) && compareMembers(members[i+1], m) == 0) {
+		if i+1 < len(members) && compareMembers(members[i+1], m) == 0 {
+			continue // replaced by a later duplicate
+		}
+		if m.proto {
+			// Dropped, but the platform canonicalizes its value first:
+			// keep a refused number's mark.
+			p.out = p.keepMark(p.out, p.scratch[m.start-start:m.end-start])
 			continue
 		}
 		if !first {
@@ -331,15 +342,55 @@ func (p *parser) number() error {
 	}
 	out, err := appendNumber(p.out, tok)
 	if err != nil {
-		// JSON.parse reads the whole text before the platform refuses
-		// the number: a syntax error further on is the one to report.
-		if p.refused == nil {
-			p.refused = fmt.Errorf("number at offset %d: %w", start, err)
-		}
+		// The platform refuses this number only if it survives
+		// JSON.parse: a later duplicate key may replace it, and a syntax
+		// error further on is the one JSON.parse reports. So mark its
+		// place (0xFF never occurs in canonical text) and read on.
+		p.out = append(p.out, refusedMark)
+		p.out = strconv.AppendInt(p.out, int64(start), 10)
+		p.out = append(p.out, refusedMark)
+		p.refused = true
 		return nil
 	}
 	p.out = out
 	return nil
+}
+
+// refusedMark brackets the input offset of a refused number in out.
+const refusedMark = 0xFF
+
+// keepMark appends to out the first refused number's mark in text, if any.
+func (p *parser) keepMark(out, text []byte) []byte {
+	if !p.refused {
+		return out
+	}
+	i := bytes.IndexByte(text, refusedMark)
+	if i < 0 {
+		return out
+	}
+	j := bytes.IndexByte(text[i+1:], refusedMark)
+	return append(out, text[i:i+j+2]...)
+}
+
+// refusal returns the error for the first refused number left in out (from
+// base on), or nil.
+func (p *parser) refusal(base int) error {
+	if !p.refused {
+		return nil
+	}
+	out := p.out[base:]
+	i := bytes.IndexByte(out, refusedMark)
+	if i < 0 {
+		return nil
+	}
+	j := bytes.IndexByte(out[i+1:], refusedMark)
+	start, _ := strconv.Atoi(string(out[i+1 : i+1+j]))
+	tok := p.in[start:]
+	n := 0
+	for n < len(tok) && n < 40 && strings.IndexByte("+-.0123456789Ee", tok[n]) >= 0 {
+		n++
+	}
+	return fmt.Errorf("%w: the number %s at offset %d is beyond the float64 range", ErrUnrepresentable, tok[:n], start)
 }
 
 // plainInteger reports whether an integer token prints as written: at most
