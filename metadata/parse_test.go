@@ -1,8 +1,12 @@
 package metadata_test
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"os"
 	"slices"
 	"strings"
 	"testing"
@@ -240,6 +244,38 @@ func TestVerifyChecksum(t *testing.T) {
 			t.Errorf("%s: error %v is not a checksum mismatch", tt.name, err)
 		}
 	}
+}
+
+// The platform's own checksums verify, the key-order cases included.
+func TestVerifyPlatformChecksums(t *testing.T) {
+	t.Parallel()
+	b, err := os.ReadFile("../internal/hashspec/testdata/checksums.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var doc struct {
+		Vectors []struct{ Name, Body, Checksum string }
+	}
+	if err := json.Unmarshal(b, &doc); err != nil {
+		t.Fatal(err)
+	}
+	if len(doc.Vectors) < 30 {
+		t.Fatalf("%d vectors", len(doc.Vectors))
+	}
+	for _, v := range doc.Vectors {
+		if err := metadata.VerifyChecksum([]byte(v.Body), v.Checksum); err != nil {
+			t.Errorf("%s: %v", v.Name, err)
+		}
+	}
+	// JavaScript puts "9" before "10"; a byte-order sort would not.
+	if err := metadata.VerifyChecksum([]byte(`{"10":1,"9":2}`), "sha256:"+sha256hex(`{"9":2,"10":1}`)); err != nil {
+		t.Error(err)
+	}
+}
+
+func sha256hex(s string) string {
+	sum := sha256.Sum256([]byte(s))
+	return hex.EncodeToString(sum[:])
 }
 
 func TestIsCodeObject(t *testing.T) {
