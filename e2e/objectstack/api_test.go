@@ -5,12 +5,14 @@ package objectstack
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"net/http"
 	"regexp"
 	"strings"
 	"testing"
 
-	"github.com/objectstack-fleet/reconciler/internal/canonjson"
+	"github.com/objectstack-fleet/reconciler/internal/hashspec"
+	"github.com/objectstack-fleet/reconciler/internal/ossecret"
 )
 
 // TestNodeAPI boots a real node, creates an app through its API and reads
@@ -45,7 +47,7 @@ func TestNodeAPI(t *testing.T) {
 		if row.Metadata != c.body {
 			t.Errorf("%s/%s: stored metadata\n%s\nwant the text as sent\n%s", c.typ, c.name, row.Metadata, c.body)
 		}
-		want, err := canonjson.Checksum([]byte(c.body))
+		want, err := hashspec.Checksum([]byte(c.body))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -114,11 +116,16 @@ func TestNodeAPI(t *testing.T) {
 	if strings.Contains(sec.Ciphertext, app.Canary) {
 		t.Fatal("sys_secret holds the password in clear")
 	}
-	if plain, err := sec.Open(stack.SecretKey); err != nil || plain != app.Canary {
+	key, err := ossecret.ParseKey(stack.SecretKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if plain, err := ossecret.Decrypt(key, sec.Sealed()); err != nil || plain != app.Canary {
 		t.Errorf("sys_secret decrypts to %q (%v), want the password sent", redact(plain, app.Canary), err)
 	}
-	if _, err := sec.Open(randomHex(32)); err == nil {
-		t.Error("sys_secret decrypts with another key")
+	other, _ := ossecret.ParseKey(randomHex(32))
+	if _, err := ossecret.Decrypt(other, sec.Sealed()); !errors.Is(err, ossecret.ErrWrongKey) {
+		t.Errorf("sys_secret under another key: %v, want ErrWrongKey", err)
 	}
 
 	// The node serves what it wrote: records through the data API.

@@ -4,15 +4,12 @@ package objectstack
 
 import (
 	"context"
-	"crypto/aes"
-	"crypto/cipher"
-	"encoding/base64"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/objectstack-fleet/reconciler/internal/ossecret"
 )
 
 // MetadataRow is a sys_metadata row as the platform stores it.
@@ -97,33 +94,9 @@ func SecretRowOf(ctx context.Context, dbURL, id string) (SecretRow, error) {
 	return s, nil
 }
 
-// Open decrypts a local:vN secret the way the platform does: AES-256-GCM
-// with key hexKey (OS_SECRET_KEY, 64 hex characters), ciphertext =
-// base64(iv 12 bytes ‖ tag 16 bytes ‖ encrypted bytes), additional data =
-// namespace|key. It is the test's own, independent reading of the format.
-func (s SecretRow) Open(hexKey string) (string, error) {
-	key, err := hex.DecodeString(hexKey)
-	if err != nil || len(key) != 32 {
-		return "", fmt.Errorf("secret key is not 64 hex characters")
-	}
-	raw, err := base64.StdEncoding.DecodeString(s.Ciphertext)
-	if err != nil || len(raw) < 28 {
-		return "", fmt.Errorf("sys_secret %s: ciphertext is not base64 of iv‖tag‖data", s.ID)
-	}
-	block, err := aes.NewCipher(key)
-	if err != nil {
-		return "", err
-	}
-	gcm, err := cipher.NewGCM(block)
-	if err != nil {
-		return "", err
-	}
-	iv, tag, data := raw[:12], raw[12:28], raw[28:]
-	plain, err := gcm.Open(nil, iv, append(append([]byte{}, data...), tag...), []byte(s.Namespace+"|"+s.Key))
-	if err != nil {
-		return "", fmt.Errorf("sys_secret %s: does not decrypt: %w", s.ID, err)
-	}
-	return string(plain), nil
+// Sealed returns the row as ossecret opens it.
+func (s SecretRow) Sealed() ossecret.Sealed {
+	return ossecret.Sealed{ID: s.ID, Namespace: s.Namespace, Key: s.Key, KMSKeyID: s.KMSKeyID, Alg: s.Alg, Ciphertext: s.Ciphertext}
 }
 
 func connect(ctx context.Context, dbURL string) (*pgx.Conn, error) {
