@@ -6,8 +6,10 @@ import (
 )
 
 // RefKind says what a reference names. Every kind but RefCredential is a
-// metadata type: the reference names the item of that type and that name.
-// RefCredential names a credential by its ref string.
+// metadata type: the reference names the item of that type and that name
+// (the fleet builds datasources and connectors in registries of their own,
+// every other type as an engine item). RefCredential names a credential by
+// its ref string.
 type RefKind string
 
 // The kinds of reference.

@@ -299,3 +299,28 @@ func TestFaultQuotesShortly(t *testing.T) {
 		t.Fatalf("Parse = %q", err)
 	}
 }
+
+func TestDescribeMissing(t *testing.T) {
+	t.Parallel()
+	many := make([]metadata.Ref, 40_000)
+	for i := range many {
+		many[i] = metadata.Ref{Kind: metadata.RefObject, Name: fmt.Sprintf("o%d", i)}
+	}
+	long := metadata.Ref{Kind: metadata.RefObject, Name: strings.Repeat("x", 100_000)}
+	for _, tt := range []struct {
+		refs []metadata.Ref
+		want string
+	}{
+		{refs("object account"), "references missing object account"},
+		{refs("object Account", "object users"), "references missing object Account and object users"},
+		{refs("datasource crm", "object a", "object b"), "references missing datasource crm, object a and object b"},
+		{many, "references missing object o0, object o1, object o2, object o3, object o4 and 39995 more"},
+	} {
+		if got := metadata.DescribeMissing(tt.refs); got != tt.want {
+			t.Errorf("DescribeMissing = %q, want %q", got, tt.want)
+		}
+	}
+	if got := metadata.DescribeMissing([]metadata.Ref{long}); len(got) > 200 {
+		t.Errorf("DescribeMissing of a long name is %d bytes", len(got))
+	}
+}
