@@ -4,6 +4,7 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/objectstack-fleet/reconciler/metadata"
 	"github.com/objectstack-fleet/reconciler/registry"
 	"github.com/objectstack-fleet/reconciler/snapshot"
 )
@@ -35,6 +36,9 @@ type Options struct {
 	// CodeObjects are object names the platform defines in code: references
 	// to them resolve without a row (as do names beginning with "sys_").
 	CodeObjects []string
+	// Limits cap what one metadata body may cost (size, references); zero
+	// fields take the metadata package's defaults.
+	Limits metadata.Limits
 
 	// OnPass, if set, is called after every pass (from the loop goroutine;
 	// must not block for long).

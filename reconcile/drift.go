@@ -6,6 +6,7 @@ import (
 	"sort"
 	"time"
 
+	"github.com/objectstack-fleet/reconciler/metadata"
 	"github.com/objectstack-fleet/reconciler/registry"
 )
 
@@ -54,8 +55,8 @@ func (r *Reconciler) Drift(ctx context.Context) (DriftReport, error) {
 		if row.State != "active" || row.Checksum == "" {
 			continue
 		}
-		if verifyChecksum(row.Metadata, row.Checksum) != nil {
-			n := metadataNode(row)
+		if metadata.VerifyChecksum(row.Metadata, row.Checksum) != nil {
+			n := metadataNode(row, r.opts.Limits)
 			if n == nil {
 				continue
 			}

@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/objectstack-fleet/reconciler/internal/canonjson"
+	"github.com/objectstack-fleet/reconciler/metadata"
 	"github.com/objectstack-fleet/reconciler/registry"
 	"github.com/objectstack-fleet/reconciler/snapshot"
 )
@@ -55,7 +56,7 @@ type model struct {
 	byAddr     map[snapshot.Address]registry.Ref
 	bySym      map[string][]registry.Ref
 	dependents map[string]map[registry.Ref]struct{}
-	code       map[string]bool // object names defined in code
+	code       []string // object names defined in code, besides sys_*
 }
 
 func newModel(codeObjects []string) *model {
@@ -64,10 +65,7 @@ func newModel(codeObjects []string) *model {
 		byAddr:     make(map[snapshot.Address]registry.Ref),
 		bySym:      make(map[string][]registry.Ref),
 		dependents: make(map[string]map[registry.Ref]struct{}),
-		code:       make(map[string]bool, len(codeObjects)),
-	}
-	for _, o := range codeObjects {
-		m.code[o] = true
+		code:       codeObjects,
 	}
 	return m
 }
@@ -157,7 +155,7 @@ var codeRef = registry.Ref{Kind: registry.KindEngine, Key: "(code)"}
 func (m *model) resolve(n *node, w want) (registry.Ref, bool) {
 	cands := m.bySym[w.sym()]
 	if len(cands) == 0 {
-		if w.kind == registry.KindEngine && w.typ == "object" && (strings.HasPrefix(w.name, "sys_") || m.code[w.name]) {
+		if w.kind == registry.KindEngine && w.typ == "object" && metadata.IsCodeObject(w.name, m.code) {
 			return codeRef, true
 		}
 		return registry.Ref{}, false
@@ -206,11 +204,22 @@ func (m *model) depRev(r registry.Ref) int64 {
 	return -1
 }
 
+// ref is the metadata reference a want stands for, as reasons name it.
+func (w want) ref() metadata.Ref {
+	switch w.kind {
+	case registry.KindEngine:
+		return metadata.Ref{Kind: metadata.RefKind(w.typ), Name: w.name}
+	case registry.KindCredential:
+		return metadata.Ref{Kind: metadata.RefCredential, Name: credentialName(w.name)}
+	}
+	return metadata.Ref{Kind: metadata.RefKind(w.kind), Name: w.name}
+}
+
 // credentialWant is the want of a credential named in a body: a
 // "sys_secret:<id>" names a sys_secret row, anything else a
 // sys_connector_credential ref.
 func credentialWant(ref string) want {
-	if id, ok := strings.CutPrefix(ref, registry.SecretPrefix); ok {
+	if id, ok := metadata.SecretID(ref); ok {
 		return want{kind: registry.KindCredential, name: registry.SecretKey(id)}
 	}
 	return want{kind: registry.KindCredential, name: registry.CredentialKey(ref)}
@@ -220,7 +229,7 @@ func credentialWant(ref string) want {
 // is not desired (not active, a disabled connector, an inactive
 // datasource). A body that cannot be parsed still gets a node, carrying
 // the fault, so that its entry is held with the reason.
-func metadataNode(row *snapshot.MetadataRow) *node {
+func metadataNode(row *snapshot.MetadataRow, lim metadata.Limits) *node {
 	if row.State != "active" {
 		return nil
 	}
@@ -237,26 +246,26 @@ func metadataNode(row *snapshot.MetadataRow) *node {
 		n.ref = registry.Ref{Kind: registry.KindEngine, Key: registry.EngineKey(row.OrganizationID, row.Type, row.Name, row.PackageID)}
 		n.sym = want{kind: registry.KindEngine, typ: row.Type, name: row.Name}.sym()
 	}
-	refs, desired, err := parseItem(row.Type, row.Name, row.Metadata)
+	it, err := metadata.Parse(row.Type, row.Name, row.Metadata, lim)
 	if err != nil {
 		n.fault = err.Error()
 		return n
 	}
-	if !desired {
+	if !it.Desired {
 		return nil
 	}
-	n.wants = make([]want, 0, len(refs))
-	for _, r := range refs {
+	n.wants = make([]want, 0, len(it.Refs))
+	for _, r := range it.Refs {
 		var w want
-		switch r.kind {
-		case refCredential:
-			w = credentialWant(r.name)
-		case refConnector:
-			w = want{kind: registry.KindConnector, name: r.name}
-		case refDatasource:
-			w = want{kind: registry.KindDatasource, name: r.name}
+		switch r.Kind {
+		case metadata.RefCredential:
+			w = credentialWant(r.Name)
+		case metadata.RefConnector:
+			w = want{kind: registry.KindConnector, name: r.Name}
+		case metadata.RefDatasource:
+			w = want{kind: registry.KindDatasource, name: r.Name}
 		default:
-			w = want{kind: registry.KindEngine, typ: r.kind, name: r.name}
+			w = want{kind: registry.KindEngine, typ: string(r.Kind), name: r.Name}
 		}
 		if w.sym() == n.sym {
 			continue // a self-reference is legal and resolves to itself

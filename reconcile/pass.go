@@ -44,7 +44,7 @@ func (r *Reconciler) nodeFor(row rowOf) *node {
 	case row.secret != nil:
 		return secretNode(row.secret, r.opts.Secrets)
 	case row.meta != nil:
-		return metadataNode(row.meta)
+		return metadataNode(row.meta, r.opts.Limits)
 	}
 	return nil
 }
@@ -71,7 +71,7 @@ func (r *Reconciler) buildModel(all snapshot.Rows) *model {
 		put(n)
 	}
 	metas := make([]*node, len(all.Metadata))
-	parallel(len(metas), func(i int) { metas[i] = metadataNode(&all.Metadata[i]) })
+	parallel(len(metas), func(i int) { metas[i] = metadataNode(&all.Metadata[i], r.opts.Limits) })
 	for _, n := range metas {
 		put(n)
 	}

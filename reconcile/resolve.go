@@ -1,8 +1,7 @@
 package reconcile
 
 import (
-	"strings"
-
+	"github.com/objectstack-fleet/reconciler/metadata"
 	"github.com/objectstack-fleet/reconciler/registry"
 	"github.com/objectstack-fleet/reconciler/snapshot"
 )
@@ -24,7 +23,7 @@ func (r *Reconciler) desired(st step) (Desired, string) {
 	if n.fault != "" {
 		return d, n.fault
 	}
-	var missing []string
+	var missing []metadata.Ref
 	for _, w := range n.wants {
 		dep, ok := r.model.resolve(n, w)
 		switch w.kind {
@@ -36,7 +35,7 @@ func (r *Reconciler) desired(st step) (Desired, string) {
 			d.CredentialRef, d.Secret = ref, secret
 		case registry.KindConnector:
 			if !ok {
-				missing = append(missing, describeWant(w))
+				missing = append(missing, w.ref())
 				continue
 			}
 			cn := r.model.nodes[dep]
@@ -57,14 +56,14 @@ func (r *Reconciler) desired(st step) (Desired, string) {
 			d.Refs = append(d.Refs, dep)
 		default:
 			if !ok {
-				missing = append(missing, describeWant(w))
+				missing = append(missing, w.ref())
 			} else if dep != codeRef {
 				d.Refs = append(d.Refs, dep)
 			}
 		}
 	}
 	if len(missing) > 0 {
-		return d, "references missing " + strings.Join(missing, ", ")
+		return d, metadata.DescribeMissing(missing)
 	}
 	return d, ""
 }
@@ -95,14 +94,4 @@ func credentialName(key string) string {
 		return registry.SecretPrefix + p.Name
 	}
 	return p.Name
-}
-
-// describeWant names a reference for a reason: "object account".
-func describeWant(w want) string {
-	switch w.kind {
-	case registry.KindEngine:
-		return w.typ + " " + w.name
-	default:
-		return string(w.kind) + " " + w.name
-	}
 }
