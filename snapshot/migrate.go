@@ -12,8 +12,24 @@ import (
 	"strings"
 )
 
-//go:embed migrations/postgres/*.sql migrations/sqlite/*.sql
+//go:embed migrations/postgres/*.sql migrations/sqlite/*.sql migrations/*/platform/*.sql
 var migrationFS embed.FS
+
+// sourceTables are the tables whose rows are desired state, in the order
+// Migrate creates the absent ones.
+var sourceTables = []Table{TableMetadata, TableSecret, TableCredential}
+
+// platformDDL returns the embedded DDL that creates table in its owner's
+// exact shape (migrations/<kind>/platform/<table>.sql). Migrate applies it
+// only where the table is absent.
+func platformDDL(kind string, table Table) (string, error) {
+	p := "migrations/" + kind + "/platform/" + string(table) + ".sql"
+	b, err := migrationFS.ReadFile(p)
+	if err != nil {
+		return "", fmt.Errorf("read embedded %s: %w", p, err)
+	}
+	return string(b), nil
+}
 
 // migration is one embedded, versioned SQL file: NNNN_name.sql.
 type migration struct {
@@ -34,6 +50,9 @@ func loadMigrations(kind string) ([]migration, error) {
 	}
 	var ms []migration
 	for _, e := range entries {
+		if e.IsDir() {
+			continue
+		}
 		num, name, ok := strings.Cut(strings.TrimSuffix(e.Name(), ".sql"), "_")
 		v, err := strconv.Atoi(num)
 		if !ok || err != nil {
@@ -60,6 +79,10 @@ func SchemaFingerprint() string {
 		ms, _ := loadMigrations(kind)
 		for _, m := range ms {
 			fmt.Fprintf(h, "%s/%d/%s\n%s\n", kind, m.version, m.name, m.sql)
+		}
+		for _, t := range sourceTables {
+			ddl, _ := platformDDL(kind, t)
+			fmt.Fprintf(h, "%s/platform/%s\n%s\n", kind, t, ddl)
 		}
 	}
 	return hex.EncodeToString(h.Sum(nil))[:10]
