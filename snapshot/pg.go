@@ -161,10 +161,8 @@ CREATE TABLE IF NOT EXISTS sys_reconciler_schema (
 		if err := tx.QueryRow(ctx, "SELECT coalesce(max(version), 0) FROM sys_reconciler_schema").Scan(&have); err != nil {
 			return err
 		}
-		if have == 0 {
-			if err := p.createAbsentTables(ctx, tx); err != nil {
-				return err
-			}
+		if err := p.createAbsentTables(ctx, tx); err != nil {
+			return err
 		}
 		for _, m := range ms {
 			if m.version <= have {
@@ -177,6 +175,13 @@ CREATE TABLE IF NOT EXISTS sys_reconciler_schema (
 				return err
 			}
 			p.log.InfoContext(ctx, "applied migration", slog.Int("version", m.version), slog.String("name", m.name))
+		}
+		trig, err := triggersDDL("postgres")
+		if err != nil {
+			return err
+		}
+		if _, err := tx.Exec(ctx, trig); err != nil {
+			return fmt.Errorf("create triggers: %w", err)
 		}
 		tag, err := tx.Exec(ctx, pgBackfill)
 		if err != nil {
@@ -199,10 +204,10 @@ func (p *PG) createAbsentTables(ctx context.Context, tx pgx.Tx) error {
 			return fmt.Errorf("look up table %s: %w", t, err)
 		}
 		if exists {
-			p.log.InfoContext(ctx, "adopting existing table", slog.String("table", string(t)))
+			p.log.DebugContext(ctx, "table exists: adopted as it is", slog.String("table", string(t)))
 			continue
 		}
-		ddl, err := platformDDL("postgres", t)
+		ddl, err := tableDDL("postgres", t)
 		if err != nil {
 			return err
 		}
@@ -227,19 +232,46 @@ FROM (
 WHERE NOT EXISTS (SELECT 1 FROM sys_reconciler_revision r WHERE r.source = t.source AND r.key = t.key)
 ON CONFLICT (source, key) DO NOTHING`
 
-// CheckSchema implements Store.
+// CheckSchema implements Store: the schema version, and the row triggers
+// on the source tables (present and enabled: a source table re-created
+// without them would change unseen).
 func (p *PG) CheckSchema(ctx context.Context) error {
-	var v int
-	err := p.pool.QueryRow(ctx, "SELECT coalesce(max(version), 0) FROM sys_reconciler_schema").Scan(&v)
+	want, err := expectedTriggers("postgres")
+	if err != nil {
+		return err
+	}
+	var tables, names []string
+	for _, tg := range want {
+		tables, names = append(tables, tg.table), append(names, tg.name)
+	}
+	var (
+		v       int
+		missing []string
+	)
+	err = p.pool.QueryRow(ctx, `SELECT coalesce((SELECT max(version) FROM sys_reconciler_schema), 0),
+  ARRAY(SELECT x.name || ' on ' || x.tbl FROM unnest($1::text[], $2::text[]) AS x(tbl, name)
+    WHERE NOT EXISTS (SELECT 1 FROM pg_trigger g
+      WHERE g.tgrelid = to_regclass(x.tbl) AND g.tgname = x.name AND g.tgenabled <> 'D'))`, tables, names).Scan(&v, &missing)
 	if err != nil {
 		return p.interpretError("check schema", err)
 	}
-	return checkVersion(p.url, v)
+	if err := checkVersion(p.url, v); err != nil {
+		return err
+	}
+	return checkTriggers(p.url, missing)
 }
 
 func checkVersion(url string, v int) error {
 	if v < SchemaVersion {
 		return fmt.Errorf("check schema %s: %w: version %d, need %d: run `reconciler migrate`", url, ErrSchema, v, SchemaVersion)
+	}
+	return nil
+}
+
+func checkTriggers(url string, missing []string) error {
+	if len(missing) > 0 {
+		return fmt.Errorf("check schema %s: %w: trigger %s missing or disabled (changes to the table go unseen): run `reconciler migrate`",
+			url, ErrSchema, strings.Join(missing, ", "))
 	}
 	return nil
 }

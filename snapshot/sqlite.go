@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -153,10 +154,8 @@ func (s *SQLite) Migrate(ctx context.Context) error {
 		if err := c.QueryRowContext(ctx, "SELECT coalesce(max(version), 0) FROM sys_reconciler_schema").Scan(&have); err != nil {
 			return err
 		}
-		if have == 0 {
-			if err := s.createAbsentTables(ctx, c); err != nil {
-				return err
-			}
+		if err := s.createAbsentTables(ctx, c); err != nil {
+			return err
 		}
 		for _, m := range ms {
 			if m.version <= have {
@@ -169,6 +168,13 @@ func (s *SQLite) Migrate(ctx context.Context) error {
 				return err
 			}
 			s.log.InfoContext(ctx, "applied migration", slog.Int("version", m.version), slog.String("name", m.name))
+		}
+		trig, err := triggersDDL("sqlite")
+		if err != nil {
+			return err
+		}
+		if _, err := c.ExecContext(ctx, trig); err != nil {
+			return fmt.Errorf("create triggers: %w", err)
 		}
 		if _, err := c.ExecContext(ctx, sqliteBackfill); err != nil {
 			return fmt.Errorf("backfill revisions: %w", err)
@@ -187,10 +193,10 @@ func (s *SQLite) createAbsentTables(ctx context.Context, c *sql.Conn) error {
 			return fmt.Errorf("look up table %s: %w", t, err)
 		}
 		if n > 0 {
-			s.log.InfoContext(ctx, "adopting existing table", slog.String("table", string(t)))
+			s.log.DebugContext(ctx, "table exists: adopted as it is", slog.String("table", string(t)))
 			continue
 		}
-		ddl, err := platformDDL("sqlite", t)
+		ddl, err := tableDDL("sqlite", t)
 		if err != nil {
 			return err
 		}
@@ -212,13 +218,35 @@ SELECT t.source, t.key, 'update' FROM (
 ) t
 WHERE NOT EXISTS (SELECT 1 FROM sys_reconciler_revision r WHERE r.source = t.source AND r.key = t.key)`
 
-// CheckSchema implements Store.
+// CheckSchema implements Store: the schema version and the row triggers
+// on the source tables.
 func (s *SQLite) CheckSchema(ctx context.Context) error {
+	want, err := expectedTriggers("sqlite")
+	if err != nil {
+		return err
+	}
 	var v int
 	if err := s.db.QueryRowContext(ctx, "SELECT coalesce(max(version), 0) FROM sys_reconciler_schema").Scan(&v); err != nil {
 		return s.interpretError("check schema", err)
 	}
-	return checkVersion(s.url, v)
+	if err := checkVersion(s.url, v); err != nil {
+		return err
+	}
+	have, err := sqliteSelect(ctx, s.db, "SELECT name || ' on ' || tbl_name FROM sqlite_master WHERE type = 'trigger'", nil,
+		func(r *sql.Rows) (string, error) {
+			var n string
+			return n, r.Scan(&n)
+		})
+	if err != nil {
+		return s.interpretError("check schema", err)
+	}
+	var missing []string
+	for _, tg := range want {
+		if n := tg.name + " on " + tg.table; !slices.Contains(have, n) {
+			missing = append(missing, n)
+		}
+	}
+	return checkTriggers(s.url, missing)
 }
 
 const sqliteHead = `max(coalesce((SELECT max(seq) FROM sys_reconcile_journal), 0), st.pruned_seq)`

@@ -2,9 +2,10 @@
 --
 -- The source tables sys_metadata and sys_secret are the platform's own and
 -- sys_connector_credential the fleet's; Migrate creates each (from
--- platform/<table>.sql) only where it is absent, before this file runs. This
--- file never adds, alters or drops a column, index or constraint of theirs:
--- it adds row triggers on them, and its own tables, sequence and functions.
+-- tables/<table>.sql) only where it is absent, before this file runs, and
+-- (re)creates the row triggers on them (triggers.sql) after it, on every
+-- run. This file never adds, alters or drops a column, index or constraint
+-- of theirs: it adds its own tables, sequence and functions.
 --
 -- A row's revision comes from one store-wide sequence and lives in
 -- sys_reconciler_revision (source table, row key), upserted by the AFTER
@@ -129,17 +130,6 @@ BEGIN
   END IF;
   RETURN NULL;
 END $$;
-
-CREATE TRIGGER sys_reconcile_journal AFTER INSERT OR UPDATE OR DELETE ON sys_metadata
-  FOR EACH ROW EXECUTE FUNCTION sys_reconcile_metadata_row();
-
-CREATE TRIGGER sys_reconcile_journal AFTER INSERT OR UPDATE OR DELETE ON sys_secret
-  FOR EACH ROW EXECUTE FUNCTION sys_reconcile_secret_row();
-
-CREATE TRIGGER sys_reconcile_stamp BEFORE INSERT OR UPDATE ON sys_connector_credential
-  FOR EACH ROW EXECUTE FUNCTION sys_reconcile_credential_stamp();
-CREATE TRIGGER sys_reconcile_journal AFTER INSERT OR UPDATE OR DELETE ON sys_connector_credential
-  FOR EACH ROW EXECUTE FUNCTION sys_reconcile_credential_row();
 
 -- Pin every function to the schema migrated into (and pg_temp last, as
 -- SECURITY DEFINER functions should).
