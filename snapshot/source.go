@@ -167,11 +167,12 @@ type Source interface {
 	// past cur were pruned and ErrCursorRegressed when the store went
 	// backwards or is another store; the caller must Relist.
 	Poll(ctx context.Context, cur Cursor) ([]Address, Cursor, error)
-	// Read returns the current rows for the addresses (any table); missing
-	// keys were deleted.
+	// Read returns the current rows for the addresses (any table), whatever
+	// their state; missing keys were deleted.
 	Read(ctx context.Context, addrs []Address) (Rows, error)
-	// Relist reads every row of the source tables in one consistent snapshot
-	// and returns the cursor that resumes exactly after it.
+	// Relist reads, in one consistent snapshot, every sys_metadata row in
+	// state "active", every sys_secret row and every credential row, and
+	// returns the cursor that resumes exactly after it.
 	Relist(ctx context.Context) (Rows, Cursor, error)
 	// Prune deletes journal entries older than retention, records the pruned
 	// horizon and returns how many were deleted. Safe to call from every
