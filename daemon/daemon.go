@@ -200,6 +200,10 @@ func (d *Daemon) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	secrets, err := d.newSecretOpener(cfg)
+	if err != nil {
+		return err
+	}
 	hb := &heartbeater{store: store, version: d.opts.Version, log: log, every: 5 * cfg.PollInterval, wake: make(chan struct{}, 1)}
 	rec := reconcile.New(store, reconcile.Options{
 		ReplicaID:        cfg.ReplicaID,
@@ -208,7 +212,10 @@ func (d *Daemon) Run(ctx context.Context) error {
 		ResyncInterval:   resyncInterval(cfg.ResyncInterval),
 		ApplyConcurrency: cfg.ApplyConcurrency,
 		ApplyTimeout:     cfg.ApplyTimeout,
-		Materializers:    materializers(log),
+		Materializers:    materializers(cfg, log),
+		Secrets:          secrets,
+		CodeObjects:      cfg.CodeObjects,
+		Limits:           limits(cfg),
 		Notifier:         notifier,
 		Metrics:          metrics,
 		Logger:           log,

@@ -6,7 +6,6 @@ import (
 	"encoding/hex"
 	"hash"
 	"math"
-	"strings"
 
 	"github.com/objectstack-fleet/reconciler/internal/canonjson"
 	"github.com/objectstack-fleet/reconciler/metadata"

@@ -182,7 +182,7 @@ func TestMinimalWork(t *testing.T) {
 			('o2','object','contact','{"fields":{"a":{"type":"lookup","reference":"account"}}}'),
 			('v1','view','all_accounts','{"object":"account"}'),
 			('v2','view','all_contacts','{"object":"contact"}'),
-			('f1','flow','on_account','{"trigger":{"object":"account"}}')`)
+			('f1','flow','on_account','{"type":"autolaunched","nodes":[{"id":"start","type":"start","config":{"objectName":"account"}}]}')`)
 		b := start(t, s, url, Options{ResyncInterval: -1})
 		conn, eng := b.mats[registry.KindConnector], b.mats[registry.KindEngine]
 		if got := conn.total.Load(); got != 1000 {

@@ -47,7 +47,10 @@ type Config struct {
 	ExecCommand      []string
 	SecretsKeyEnv    string
 	CodeObjects      []string
+	MaxBodyBytes     int
+	MaxRefs          int
 	SQLiteDir        string
+	MaxConns         int
 	LogLevel         slog.Level
 	LogFormat        string // "text" or "json"
 
@@ -223,7 +226,10 @@ func decode(v *viper.Viper) (*Config, error) {
 		ExecCommand:      d.argv(KeyExecCommand),
 		SecretsKeyEnv:    d.str(KeySecretsKeyEnv),
 		CodeObjects:      d.argv(KeyCodeObjects),
+		MaxBodyBytes:     d.integer(KeyMaxBodyBytes, 1024),
+		MaxRefs:          d.integer(KeyMaxRefs, 1),
 		SQLiteDir:        d.str(KeySQLiteDir),
+		MaxConns:         d.integer(KeyMaxConns, 1),
 		LogFormat:        strings.ToLower(d.str(KeyLogFormat)),
 	}
 	if c.ReplicaID == "" {
