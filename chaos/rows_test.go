@@ -150,9 +150,9 @@ func connectorBody(baseURL, credRef, timeout string) string {
 }
 
 func objectBody(rnd *rand.Rand, refs ...string) string {
-	fields := []map[string]any{{"name": "name", "type": "text"}, {"name": fmt.Sprintf("f%d", rnd.IntN(1000)), "type": "number"}}
+	fields := map[string]any{"name": map[string]any{"type": "text"}, fmt.Sprintf("f%d", rnd.IntN(1000)): map[string]any{"type": "number"}}
 	for _, r := range refs {
-		fields = append(fields, map[string]any{"name": "ref_" + r, "type": "lookup", "reference": r})
+		fields["ref_"+r] = map[string]any{"type": "lookup", "reference": r}
 	}
 	b, _ := json.Marshal(map[string]any{"label": fmt.Sprintf("v%d", rnd.IntN(1<<30)), "fields": fields})
 	return string(b)
@@ -160,6 +160,16 @@ func objectBody(rnd *rand.Rand, refs ...string) string {
 
 const upsertMetadata = `INSERT INTO sys_metadata (id, type, name, metadata) VALUES ($1, $2, $3, $4)
 ON CONFLICT (id) DO UPDATE SET metadata = EXCLUDED.metadata, state = 'active', version = sys_metadata.version + 1`
+
+// upsertDatasource writes a datasource as the platform stores it: a
+// sys_metadata row of type datasource whose body is the record.
+const upsertDatasource = `INSERT INTO sys_metadata (id, type, name, metadata) VALUES ('datasource:' || $1, 'datasource', $1, $2)
+ON CONFLICT (id) DO UPDATE SET metadata = EXCLUDED.metadata, state = 'active', version = sys_metadata.version + 1`
+
+// dsRecord is a datasource record; config, pool and external are JSON.
+func dsRecord(name, driver, config, pool, external string) string {
+	return fmt.Sprintf(`{"name":%q,"driver":%q,"config":%s,"pool":%s,"external":%s,"active":true}`, name, driver, config, pool, external)
+}
 
 const upsertCredential = `INSERT INTO sys_connector_credential (ref, value) VALUES ($1, $2)
 ON CONFLICT (ref) DO UPDATE SET value = EXCLUDED.value`
