@@ -118,7 +118,7 @@ func testBadRows(t *testing.T, r *rig, url string) {
 		{"ds_config_string", "postgres", `"host=localhost"`, `{}`, "config"},
 		{"ds_pool_negative", "postgres", `{"host":"127.0.0.1","port":1,"database":"x","username":"u"}`, `{"maxConns":-1}`, "maxConns"},
 		{"ds_pool_huge", "postgres", `{"host":"127.0.0.1","port":1,"database":"x","username":"u"}`, `{"minConns":3000}`, "cap"},
-		{"ds_sqlite_uri", "sqlite", `{"path":"file:/tmp/chaos-x.db?_pragma=journal_mode(wal)"}`, `{}`, "sqlite"},
+		{"ds_sqlite_uri", "sqlite", `{"path":"file:/tmp/chaos-x.db?_pragma=journal_mode(wal)"}`, `{}`, "file:"},
 		{"ds_\u0007bell; DROP TABLE x", "sqlite", `{"path":"/nonexistent/dir/x.db","extra":1}`, `{}`, ""},
 	}
 	for _, ds := range dsRows {
