@@ -21,7 +21,7 @@ import (
 // re-inserting Object.keys(obj).sort(), JSON.stringify, encode as UTF-8.
 
 var (
-	errRefSyntax   = errors.New("reference: syntax error")
+	errRefSyntax          = errors.New("reference: syntax error")
 	errRefUnrepresentable = errors.New("reference: not representable")
 )
 
