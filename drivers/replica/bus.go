@@ -4,7 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
-		"time"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 
