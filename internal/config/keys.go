@@ -33,6 +33,12 @@ const (
 	KeyMaxConns         = "datasource.max_conns"
 	KeyLogLevel         = "log.level"
 	KeyLogFormat        = "log.format"
+
+	KeyReplicaURL       = "replica.url"
+	KeyReplicaTokenEnv  = "replica.token_env"
+	KeyReplicaBusURL    = "replica.bus.url"
+	KeyReplicaBusPrefix = "replica.bus.prefix"
+	KeyReplicaOrigin    = "replica.origin"
 )
 
 // DefaultStoreURL is the embedded SQLite store used when none is configured.
@@ -68,6 +74,11 @@ func Keys() []Key {
 		{KeyMaxConns, 50, "cap of a datasource's pool.maxConns and pool.minConns; a record above it is held naming this cap"},
 		{KeyLogLevel, "info", "debug, info, warn or error"},
 		{KeyLogFormat, "text", "text or json"},
+		{KeyReplicaURL, "", "HTTP base URL of the ObjectStack replica this sidecar drives through its lanes (empty: no replica driving)"},
+		{KeyReplicaTokenEnv, "", "name of the environment variable holding the replica's API key or session token (sent as a bearer token)"},
+		{KeyReplicaBusURL, "", "the platform's Redis bus: redis://HOST:PORT (required with replica.url)"},
+		{KeyReplicaBusPrefix, "os:", "the platform's bus key prefix (lanes are PUBLISHed on <prefix>ps:<channel>)"},
+		{KeyReplicaOrigin, "", "originNode of the lane messages (default: reconciler:<replica_id>)"},
 	}
 }
 
