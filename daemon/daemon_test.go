@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -14,6 +15,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/objectstack-fleet/reconciler/internal/config"
+	"github.com/objectstack-fleet/reconciler/internal/proctest"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -66,22 +68,14 @@ func TestRunAndStop(t *testing.T) {
 	d.DriftNow()
 	d.DriftNow() // coalesces
 	latest := filepath.Join(cfg.DriftDir, LatestDriftFile)
-	tick := time.NewTicker(10 * time.Millisecond)
-	defer tick.Stop()
-	deadline := time.After(30 * time.Second)
-	for {
-		if b, err := os.ReadFile(latest); err == nil {
-			var rep map[string]any
-			if err := json.Unmarshal(b, &rep); err != nil || rep["replica"] != "unit" {
-				t.Fatalf("latest.json: %v %s", err, b)
-			}
-			break
-		}
-		select {
-		case <-tick.C:
-		case <-deadline:
-			t.Fatal("no drift report")
-		}
+	var b []byte
+	proctest.Eventually(t, 30*time.Second, 10*time.Millisecond, "drift report written", func() bool {
+		b, err = os.ReadFile(latest)
+		return err == nil
+	})
+	var rep map[string]any
+	if err := json.Unmarshal(b, &rep); err != nil || rep["replica"] != "unit" {
+		t.Fatalf("latest.json: %v %s", err, b)
 	}
 	cancel()
 	select {
@@ -134,14 +128,18 @@ func TestDriftSchedule(t *testing.T) {
 	<-s.stop().Done()
 }
 
+// A reload names the changed keys that wait for a restart, every key
+// included (derived from the key list), and not those it applies at once.
 func TestRestartKeys(t *testing.T) {
 	a := testConfig(t, "")
 	b := *a
-	b.PollInterval = 7 * time.Second
-	b.LogLevel = -4
-	b.ExecCommand = []string{"x"}
-	got := strings.Join(restartKeys(a, &b), ",")
-	if got != "poll.interval,notify.exec.command" {
-		t.Fatalf("%s", got)
+	b.LogLevel, b.DriftDir, b.DriftSchedule = 8, "elsewhere", "@every 1h"
+	if got := restartKeys(a, &b); len(got) != 0 {
+		t.Fatalf("keys applied at once reported: %v", got)
+	}
+	b.ReplicaURL, b.ApplyTimeout, b.ExecCommand = "http://127.0.0.1:1", time.Hour, []string{"x"}
+	got := restartKeys(a, &b)
+	if want := []string{config.KeyApplyTimeout, config.KeyExecCommand, config.KeyReplicaURL}; !slices.Equal(got, want) {
+		t.Fatalf("restartKeys = %v, want %v", got, want)
 	}
 }
