@@ -6,13 +6,13 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"strings"
 
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"modernc.org/sqlite"
 	sqlite3 "modernc.org/sqlite/lib"
 
+	"github.com/objectstack-fleet/reconciler/internal/redact"
 	"github.com/objectstack-fleet/reconciler/reconcile"
 	"github.com/objectstack-fleet/reconciler/registry"
 )
@@ -152,7 +152,7 @@ func (m *Materializer) openPostgres(ctx context.Context, name string, cfg Config
 func classifyPG(ctx context.Context, err error, password string) error {
 	var pgErr *pgconn.PgError
 	if errors.As(err, &pgErr) {
-		msg := scrub(pgErr.Message, password)
+		msg := redact.Secrets(pgErr.Message, password)
 		switch {
 		case pgErr.Code == "28P01" || pgErr.Code == "28000":
 			return reconcile.Refused(err, "refused by server: %s (%s)", msg, pgErr.Code)
@@ -165,15 +165,7 @@ func classifyPG(ctx context.Context, err error, password string) error {
 	if ctx.Err() != nil {
 		return reconcile.Transient(err, "connect: %v", ctx.Err())
 	}
-	return reconcile.Transient(err, "connect: %s", scrub(err.Error(), password))
-}
-
-// scrub removes the password from a driver message, should one ever echo it.
-func scrub(s, password string) string {
-	if password == "" {
-		return s
-	}
-	return strings.ReplaceAll(s, password, "[REDACTED]")
+	return reconcile.Transient(err, "connect: %s", redact.Secrets(err.Error(), password))
 }
 
 func (m *Materializer) openSQLite(ctx context.Context, name string, cfg Config, log *slog.Logger) (*Pool, error) {

@@ -18,6 +18,7 @@ import (
 	"github.com/spf13/pflag"
 	"github.com/spf13/viper"
 
+	"github.com/objectstack-fleet/reconciler/internal/redact"
 	"github.com/objectstack-fleet/reconciler/snapshot"
 )
 
@@ -450,5 +451,5 @@ func checkEnvName(s string) error {
 	return nil
 }
 
-// RedactURL hides the password of a URL for logs and errors.
-func RedactURL(s string) string { return snapshot.RedactURL(s) }
+// RedactURL hides the secrets of a URL for logs and errors.
+func RedactURL(s string) string { return redact.URL(s) }
