@@ -98,6 +98,10 @@ func (c *client) do(ctx context.Context, method, path string, out any, raw *[]by
 	if c.token != "" {
 		req.Header.Set("Authorization", statusapi.BearerHeader(c.token))
 	}
+	if method == http.MethodPost {
+		// The daemon refuses a POST of any other type (cross-site requests).
+		req.Header.Set("Content-Type", "application/json")
+	}
 	resp, err := c.http.Do(req)
 	if err != nil {
 		return fmt.Errorf("daemon not reachable at %s (is `reconciler run` running?): %w", c.base, errors.Unwrap(err))
