@@ -111,7 +111,7 @@ func (d *Daemon) Reload() {
 		d.opts.Level.Set(next.LogLevel)
 	}
 	if d.drift != nil && next.DriftDir != prev.DriftDir {
-		if err := os.MkdirAll(next.DriftDir, 0o755); err != nil {
+		if err := makeDriftDir(next.DriftDir); err != nil {
 			d.log.Error("drift.dir not usable, keeping the previous one", slog.String("dir", next.DriftDir), slog.String("error", err.Error()))
 		} else {
 			d.drift.setDir(next.DriftDir)
@@ -176,7 +176,7 @@ func (d *Daemon) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	if err := os.MkdirAll(cfg.DriftDir, 0o755); err != nil {
+	if err := makeDriftDir(cfg.DriftDir); err != nil {
 		return fmt.Errorf("drift.dir: %w", err)
 	}
 
