@@ -4,5 +4,8 @@
 // against one PostgreSQL, and writes bench/results.md with PNG charts.
 //
 // Nothing here runs under `go test ./...`: the suite is the
-// reconciler-bench command, started by scripts/bench.sh.
+// reconciler-bench command, started by scripts/bench.sh. It is a module of
+// its own (bench/go.mod replaces the reconciler module with this checkout), so
+// a program embedding the reconciler never pulls its plotting and Redis
+// dependencies.
 package bench

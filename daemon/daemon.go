@@ -46,13 +46,16 @@ type Daemon struct {
 	opts Options
 	log  *slog.Logger
 
-	mu  sync.Mutex
-	cfg *config.Config
-
 	rec     atomic.Pointer[reconcile.Reconciler]
 	driftCh chan struct{}
-	drift   *driftWriter
-	sched   *driftSchedule
+
+	// reloading serializes Reload; mu guards the fields below, which Run
+	// sets while Reload may already be called (a SIGHUP during startup).
+	reloading sync.Mutex
+	mu        sync.Mutex
+	cfg       *config.Config
+	drift     *driftWriter   // nil until Run has built it
+	sched     *driftSchedule // nil until Run has built it
 }
 
 // New returns a Daemon. It does no I/O.
@@ -98,27 +101,32 @@ func (d *Daemon) Reload() {
 	if d.opts.Reload == nil {
 		return
 	}
+	d.reloading.Lock()
+	defer d.reloading.Unlock()
 	next, err := d.opts.Reload()
 	if err != nil {
 		d.log.Error("config reload rejected, keeping the previous configuration", slog.String("error", err.Error()))
 		return
 	}
+	// Run builds the drift writer and schedule from d.cfg under d.mu: they
+	// either see next or are already there to be told about it.
 	d.mu.Lock()
 	prev := d.cfg
 	d.cfg = next
+	drift, sched := d.drift, d.sched
 	d.mu.Unlock()
 	if d.opts.Level != nil {
 		d.opts.Level.Set(next.LogLevel)
 	}
-	if d.drift != nil && next.DriftDir != prev.DriftDir {
+	if drift != nil && next.DriftDir != prev.DriftDir {
 		if err := makeDriftDir(next.DriftDir); err != nil {
 			d.log.Error("drift.dir not usable, keeping the previous one", slog.String("dir", next.DriftDir), slog.String("error", err.Error()))
 		} else {
-			d.drift.setDir(next.DriftDir)
+			drift.setDir(next.DriftDir)
 		}
 	}
-	if d.sched != nil && next.DriftSchedule != prev.DriftSchedule {
-		if err := d.sched.set(next.DriftSchedule); err != nil {
+	if sched != nil && next.DriftSchedule != prev.DriftSchedule {
+		if err := sched.set(next.DriftSchedule); err != nil {
 			d.log.Error("drift.schedule not applied", slog.String("error", err.Error()))
 		}
 	}
@@ -157,12 +165,19 @@ func restartKeys(a, b *config.Config) []string {
 // startupTimeout bounds each store operation at start.
 const startupTimeout = 20 * time.Second
 
+// StopTimeout bounds a stop: once Run's context ends, Run returns within
+// this long, whatever a materializer, an instance's Close or a notify
+// target does (what overruns is abandoned and counted).
+const StopTimeout = 4 * time.Second
+
 // Run prepares the store, starts every part and runs until ctx ends; then
 // the loop finishes its pass and closes every instance, the other parts
 // stop, and a last heartbeat marked stopped is written. It returns nil
 // after a clean stop, and an error naming the cause when startup fails.
 func (d *Daemon) Run(ctx context.Context) error {
+	d.mu.Lock()
 	cfg := d.cfg
+	d.mu.Unlock()
 	log := d.log
 	store, err := snapshot.Open(cfg.StoreURL, snapshot.OpenOptions{Logger: log})
 	if err != nil {
@@ -175,9 +190,6 @@ func (d *Daemon) Run(ctx context.Context) error {
 	token, err := d.envValue(config.KeyStatusTokenEnv, cfg.StatusTokenEnv)
 	if err != nil {
 		return err
-	}
-	if err := makeDriftDir(cfg.DriftDir); err != nil {
-		return fmt.Errorf("drift.dir: %w", err)
 	}
 
 	reg := prometheus.NewRegistry()
@@ -203,18 +215,16 @@ func (d *Daemon) Run(ctx context.Context) error {
 		OnPass:           hb.onPass,
 	})
 	hb.rec = rec
-	d.drift = &driftWriter{rec: rec, store: store, replica: cfg.ReplicaID, dir: cfg.DriftDir, metrics: metrics, log: log}
-	sched, err := newDriftSchedule(cfg.DriftSchedule, d.DriftNow)
+	drift, sched, err := d.startDrift(rec, store, cfg.ReplicaID, metrics)
 	if err != nil {
 		return err
 	}
-	d.sched = sched
 
 	srv, err := statusapi.Listen(cfg.StatusListen, statusapi.NewHandler(statusapi.Options{
 		Backend:    rec,
 		Token:      token,
 		Gatherer:   reg,
-		WriteDrift: d.drift.write,
+		WriteDrift: drift.write,
 		Version:    d.opts.Version,
 		Store:      snapshot.RedactURL(cfg.StoreURL),
 		Logger:     log,
@@ -252,7 +262,7 @@ func (d *Daemon) Run(ctx context.Context) error {
 	}
 	goPart("status api", srv.Run)
 	goPart("heartbeat", hb.run)
-	goPart("drift reports", d.runDrift)
+	goPart("drift reports", func(ctx context.Context) error { return d.runDrift(ctx, drift) })
 	goPart("journal pruning", pruner{store: store, retention: cfg.JournalRetention, log: log}.run)
 	for _, nr := range notifyRunners {
 		goPart("notify", nr)
@@ -340,14 +350,33 @@ func PrepareStore(ctx context.Context, store snapshot.Store, migrate bool, log *
 	return nil
 }
 
+// startDrift builds the drift writer and schedule from the configuration
+// current now (a reload may have replaced the one Run started with) and
+// publishes them to Reload.
+func (d *Daemon) startDrift(rec *reconcile.Reconciler, store snapshot.Source, replica string, metrics *reconcile.Metrics) (*driftWriter, *driftSchedule, error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	cfg := d.cfg
+	if err := makeDriftDir(cfg.DriftDir); err != nil {
+		return nil, nil, fmt.Errorf("%s: %w", config.KeyDriftDir, err)
+	}
+	sched, err := newDriftSchedule(cfg.DriftSchedule, d.DriftNow)
+	if err != nil {
+		return nil, nil, err
+	}
+	d.drift = &driftWriter{rec: rec, store: store, replica: replica, dir: cfg.DriftDir, metrics: metrics, log: d.log}
+	d.sched = sched
+	return d.drift, sched, nil
+}
+
 // runDrift writes a drift report for every request (schedule, SIGUSR2).
-func (d *Daemon) runDrift(ctx context.Context) error {
+func (d *Daemon) runDrift(ctx context.Context, drift *driftWriter) error {
 	for {
 		select {
 		case <-ctx.Done():
 			return nil
 		case <-d.driftCh:
-			if _, err := d.drift.write(ctx); err != nil && ctx.Err() == nil {
+			if _, err := drift.write(ctx); err != nil && ctx.Err() == nil {
 				d.log.ErrorContext(ctx, "drift report failed", slog.String("error", err.Error()))
 			}
 		}

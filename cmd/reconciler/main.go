@@ -38,6 +38,7 @@ type command struct {
 type cli struct {
 	stdout, stderr io.Writer
 	args           []string // positional arguments after flags
+	sigs           *signals // caught since the start of main
 }
 
 func commands() []*command {
@@ -52,11 +53,14 @@ func (e *usageError) Error() string { return e.msg }
 func usagef(format string, args ...any) error { return &usageError{msg: fmt.Sprintf(format, args...)} }
 
 func main() {
-	os.Exit(runMain(context.Background(), os.Args[1:], os.Stdout, os.Stderr))
+	sigs := catchSignals() // first: no signal may find the default action
+	ctx := sigs.stopContext(context.Background(), os.Stderr)
+	os.Exit(runMain(ctx, sigs, os.Args[1:], os.Stdout, os.Stderr))
 }
 
 // runMain dispatches to the subcommand and maps its error to an exit code.
-func runMain(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+// The first SIGINT or SIGTERM ends ctx.
+func runMain(ctx context.Context, sigs *signals, args []string, stdout, stderr io.Writer) int {
 	if len(args) == 0 {
 		printUsage(stderr)
 		return exitUsage
@@ -91,7 +95,10 @@ func runMain(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "reconciler %s: %v\nRun 'reconciler %s --help' for usage.\n", c.name, err, c.name)
 		return exitUsage
 	}
-	err := c.run(ctx, &cli{stdout: stdout, stderr: stderr, args: fs.Args()}, fs)
+	if c.name != "run" {
+		sigs.forClient()
+	}
+	err := c.run(ctx, &cli{stdout: stdout, stderr: stderr, args: fs.Args(), sigs: sigs}, fs)
 	var ue *usageError
 	switch {
 	case err == nil:

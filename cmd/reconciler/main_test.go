@@ -72,6 +72,14 @@ type daemonOpts struct {
 // waits until it says it has started.
 func startDaemon(t *testing.T, o daemonOpts) *proc {
 	t.Helper()
+	d := launchDaemon(t, o)
+	d.waitStarted(60 * time.Second)
+	return d
+}
+
+// launchDaemon starts `reconciler run` like startDaemon without waiting.
+func launchDaemon(t *testing.T, o daemonOpts) *proc {
+	t.Helper()
 	args := append([]string{"run", "--status.listen", "127.0.0.1:0", "--log.format", "json"}, o.args...)
 	cmd := exec.Command(binary, args...)
 	cmd.Dir = o.dir
@@ -106,18 +114,24 @@ func startDaemon(t *testing.T, o daemonOpts) *proc {
 			t.Logf("daemon output:\n%s", out.String())
 		}
 	})
-	deadline := time.After(60 * time.Second)
+	return d
+}
+
+// waitStarted waits until the daemon logs that it has started.
+func (d *proc) waitStarted(within time.Duration) {
+	d.t.Helper()
+	deadline := time.After(within)
 	for {
-		if addr := proctest.StartedAddr(out.String()); addr != "" {
+		if addr := proctest.StartedAddr(d.out.String()); addr != "" {
 			d.addr = addr
-			return d
+			return
 		}
 		select {
-		case <-out.Wrote:
+		case <-d.out.Wrote:
 		case <-d.done:
-			t.Fatalf("daemon exited with %d before starting:\n%s", d.code, out.String())
+			d.t.Fatalf("daemon exited with %d before starting:\n%s", d.code, d.out.String())
 		case <-deadline:
-			t.Fatalf("daemon did not start:\n%s", out.String())
+			d.t.Fatalf("daemon did not start:\n%s", d.out.String())
 		}
 	}
 }

@@ -2,10 +2,8 @@ package main
 
 import (
 	"context"
+	"errors"
 	"log/slog"
-	"os"
-	"os/signal"
-	"syscall"
 
 	"github.com/spf13/pflag"
 
@@ -43,13 +41,8 @@ func runDaemon(ctx context.Context, c *cli, fs *pflag.FlagSet) error {
 	}
 	migrate, _ := fs.GetBool("migrate")
 	log, level := newLogger(cfg, c.stderr)
-
-	// Signals are caught before anything starts so that none is lost.
-	sigs := make(chan os.Signal, 8)
-	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGUSR1, syscall.SIGUSR2)
-	defer signal.Stop(sigs)
-	ctx, stop := context.WithCancel(ctx)
-	defer stop()
+	c.sigs.log.Store(log)
+	log.Debug("starting", slog.String("config", cfg.File))
 
 	d := daemon.New(daemon.Options{
 		Config:  cfg,
@@ -59,41 +52,29 @@ func runDaemon(ctx context.Context, c *cli, fs *pflag.FlagSet) error {
 		Level:   level,
 		Reload:  func() (*config.Config, error) { return loadConfig(fs) },
 	})
+	stopped := context.AfterFunc(ctx, func() {
+		log.Info("stopping: finishing the pass in flight, abandoning what is still running after the stop bound",
+			slog.String("signal", signalName(context.Cause(ctx))), slog.Duration("bound", daemon.StopTimeout))
+	})
+	defer stopped()
 	done := make(chan struct{})
-	defer close(done)
-	go handleSignals(sigs, done, d, stop, log)
+	served := make(chan struct{})
+	go func() {
+		defer close(served)
+		c.sigs.serve(d, log, done)
+	}()
+	defer func() {
+		close(done)
+		<-served
+	}()
 	return d.Run(ctx)
 }
 
-// handleSignals maps signals to the daemon until done is closed. Each
-// request is non-blocking and coalescing, so a burst costs one action.
-func handleSignals(sigs <-chan os.Signal, done <-chan struct{}, d *daemon.Daemon, stop func(), log *slog.Logger) {
-	stopping := false
-	for {
-		var s os.Signal
-		select {
-		case <-done:
-			return
-		case s = <-sigs:
-		}
-		switch s {
-		case syscall.SIGHUP:
-			log.Info("SIGHUP: reloading the configuration and reconciling")
-			d.Reload()
-		case syscall.SIGUSR1:
-			log.Info("SIGUSR1: full resync requested")
-			d.Resync()
-		case syscall.SIGUSR2:
-			log.Info("SIGUSR2: drift report requested")
-			d.DriftNow()
-		default: // SIGINT, SIGTERM
-			if stopping {
-				log.Warn("second stop signal: exiting now", slog.String("signal", s.String()))
-				os.Exit(exitFailure)
-			}
-			stopping = true
-			log.Info("stopping: finishing the pass in flight", slog.String("signal", s.String()))
-			stop()
-		}
+// signalName names the stop signal behind cause ("" for another cause).
+func signalName(cause error) string {
+	var s stopSignal
+	if errors.As(cause, &s) {
+		return s.sig.String()
 	}
+	return ""
 }

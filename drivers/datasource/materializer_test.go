@@ -1,14 +1,10 @@
 package datasource_test
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
-	"github.com/objectstack-fleet/reconciler/internal/proctest"
 	"log/slog"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -16,7 +12,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/objectstack-fleet/reconciler/drivers/datasource"
-	"github.com/objectstack-fleet/reconciler/internal/testdb"
+	"github.com/objectstack-fleet/reconciler/internal/proctest"
 	"github.com/objectstack-fleet/reconciler/reconcile"
 	"github.com/objectstack-fleet/reconciler/registry"
 	"github.com/objectstack-fleet/reconciler/snapshot"
@@ -26,12 +22,25 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 const canary = "canary-pw-9d41e7"
 
-func desired(driver, config, pool string, active bool, secret string) reconcile.Desired {
-	row := &snapshot.DatasourceRow{Name: "crm", Driver: driver, Config: json.RawMessage(config),
-		Pool: json.RawMessage(pool), External: json.RawMessage(`{"credentialsRef":"crm-db"}`), Active: active, Revision: 5}
-	b, _ := json.Marshal(map[string]any{"driver": driver, "config": row.Config, "pool": row.Pool, "external": row.External, "active": active})
-	return reconcile.Desired{Kind: registry.KindDatasource, Key: "crm", Revision: 5, Body: b,
-		Datasource: row, CredentialRef: "crm-db", Secret: snapshot.NewSecret(secret)}
+// record is a datasource record as the platform stores it.
+func record(driver, config, pool string, active bool) string {
+	r := map[string]any{"name": "crm", "label": "CRM", "driver": driver, "schemaMode": "managed",
+		"config": json.RawMessage(config), "active": active, "origin": "runtime",
+		"external": map[string]any{"credentialsRef": "sys_secret:sec_0a1b", "allowWrites": true}}
+	if pool != "" {
+		r["pool"] = json.RawMessage(pool)
+	}
+	b, err := json.Marshal(r)
+	if err != nil {
+		panic(err)
+	}
+	return string(b)
+}
+
+// desired is the loop's Desired for a record body and a resolved password.
+func desired(body, secret string) reconcile.Desired {
+	return reconcile.Desired{Kind: registry.KindDatasource, Key: "crm", Revision: 5, Body: json.RawMessage(body),
+		CredentialRef: "sys_secret:sec_0a1b", Secret: snapshot.NewSecret(secret)}
 }
 
 func debugLogger() (*slog.Logger, *proctest.Buffer) {
@@ -39,10 +48,16 @@ func debugLogger() (*slog.Logger, *proctest.Buffer) {
 	return slog.New(slog.NewJSONHandler(buf, &slog.HandlerOptions{Level: slog.LevelDebug})), buf
 }
 
-func assertClass(t *testing.T, err error, class reconcile.Class, reason string) {
+// assertClass checks a failure's class and reason (a trailing "…" matches
+// a prefix), that the instance is a nil interface, and that the password
+// shows nowhere in the error.
+func assertClass(t *testing.T, inst registry.Instance, err error, class reconcile.Class, reason string) {
 	t.Helper()
 	if err == nil {
 		t.Fatalf("Materialize succeeded, want %v %q", class, reason)
+	}
+	if inst != nil {
+		t.Fatalf("failed Materialize returned a non-nil instance %#v", inst)
 	}
 	c, r := reconcile.Classify(err)
 	ok := r == reason
@@ -52,220 +67,174 @@ func assertClass(t *testing.T, err error, class reconcile.Class, reason string) 
 	if c != class || !ok {
 		t.Fatalf("got %v %q, want %v %q", c, r, class, reason)
 	}
-	if strings.Contains(fmt.Sprintf("%v %+v", err, err), canary) {
+	if strings.Contains(fmt.Sprintf("%v %+v %#v", err, err, err), canary) {
 		t.Fatalf("error leaks the password: %v", err)
 	}
 }
 
-func TestInvalidConfig(t *testing.T) {
+func TestInvalidRecord(t *testing.T) {
 	t.Parallel()
+	pg := func(config, pool string) string { return record("postgres", config, pool, true) }
 	tests := []struct {
-		name, driver, config, pool string
-		active                     bool
-		reason                     string
+		name, body, reason string
 	}{
-		{"unknown driver", "mysql", `{}`, `{}`, true, `unknown driver "mysql" (want postgres or sqlite)`},
-		{"inactive", "postgres", `{"host":"h"}`, `{}`, false, "datasource inactive"},
-		{"config not object", "postgres", `[]`, `{}`, true, "config must be a JSON object"},
-		{"missing host", "postgres", `{"database":"d"}`, `{}`, true, "config.host is required"},
-		{"port string", "postgres", `{"host":"h","port":"5432"}`, `{}`, true, "config.port must be an integer"},
-		{"port range", "postgres", `{"host":"h","port":70000}`, `{}`, true, "config.port must be between 1 and 65535"},
-		{"bad sslmode", "postgres", `{"host":"h","sslmode":"maybe"}`, `{}`, true, `config.sslmode "maybe" is not one of disable, allow, prefer, require, verify-ca, verify-full`},
-		{"password key", "postgres", `{"host":"h","password":"x"}`, `{}`, true, "config.password is not a known setting"},
-		{"url with password", "postgres", `{"url":"postgres://u:` + canary + `@h/db"}`, `{}`, true, "config.url must not hold a password (it comes from the credential)"},
-		{"url password param", "postgres", `{"url":"postgres://u@h/db?password=` + canary + `"}`, `{}`, true, "config.url must not hold a password (it comes from the credential)"},
-		{"url and host", "postgres", `{"url":"postgres://u@h/db","host":"h"}`, `{}`, true, "config.url and config.host are exclusive"},
-		{"url scheme", "postgres", `{"url":"mysql://u@h/db"}`, `{}`, true, "config.url must be a postgres:// URL"},
-		{"pool unknown key", "postgres", `{"host":"h"}`, `{"max":3}`, true, "pool.max is not a known setting"},
-		{"pool min over max", "postgres", `{"host":"h"}`, `{"maxConns":2,"minConns":3}`, true, "pool.minConns (3) must not exceed pool.maxConns (2)"},
-		{"pool zero max", "postgres", `{"host":"h"}`, `{"maxConns":0}`, true, "pool.maxConns must be between 1 and 10000"},
-		{"pool bad duration", "postgres", `{"host":"h"}`, `{"maxConnLifetime":"forever"}`, true, `pool.maxConnLifetime must be a positive duration like "5s"`},
-		{"pool duration number", "postgres", `{"host":"h"}`, `{"maxConnIdleTime":30}`, true, `pool.maxConnIdleTime must be a duration like "5s"`},
-		{"sqlite missing path", "sqlite", `{}`, `{}`, true, "config.path is required"},
-		{"sqlite unknown key", "sqlite", `{"path":"x","url":"y"}`, `{}`, true, "config.url is not a known setting"},
+		{"not an object", `"crm"`, "datasource record must be a JSON object"},
+		{"not JSON", `{"driver":`, "datasource record is not valid JSON: …"},
+		{"no driver", `{"name":"crm","config":{}}`, "driver is required"},
+		{"driver not string", `{"driver":5}`, "driver must be a string"},
+		{"unknown driver", record("mysql", `{}`, "", true), `unknown driver "mysql" (want postgres or sqlite)`},
+		{"plugin driver", record("com.vendor.snowflake", `{}`, "", true), `unknown driver "com.vendor.snowflake" (want postgres or sqlite)`},
+		{"active not bool", `{"driver":"postgres","active":"yes"}`, "active must be true or false"},
+		{"inactive", record("postgres", `{"host":"h"}`, "", false), "datasource inactive"},
+		{"config not object", pg(`[]`, ""), "config must be a JSON object"},
+		{"missing host", pg(`{"database":"d"}`, ""), "config.host is required"},
+		{"port not numeric", pg(`{"host":"h","port":"54x"}`, ""), "config.port must be an integer between 1 and 65535"},
+		{"port bool", pg(`{"host":"h","port":true}`, ""), "config.port must be an integer"},
+		{"port range", pg(`{"host":"h","port":70000}`, ""), "config.port must be between 1 and 65535"},
+		{"port string range", pg(`{"host":"h","port":"0"}`, ""), "config.port must be an integer between 1 and 65535"},
+		{"bad sslmode", pg(`{"host":"h","sslmode":"maybe"}`, ""), `config.sslmode "maybe" is not one of disable, allow, prefer, require, verify-ca, verify-full`},
+		{"sslmode and ssl", pg(`{"host":"h","sslmode":"require","ssl":true}`, ""), "config.sslmode and config.ssl are exclusive"},
+		{"user and username", pg(`{"host":"h","user":"a","username":"b"}`, ""), "config.username and config.user are exclusive"},
+		{"inline password", pg(`{"host":"h","password":"`+canary+`"}`, ""), "config.password must not be set; use external.credentialsRef"},
+		{"unknown config key", pg(`{"host":"h","hostname":"x"}`, ""), "config.hostname is not a known setting"},
+		{"url with password", pg(`{"url":"postgres://u:`+canary+`@h/db"}`, ""), "config.url must not carry a password; use external.credentialsRef"},
+		{"url password param", pg(`{"url":"postgres://u@h/db?password=`+canary+`"}`, ""), "config.url must not carry a password; use external.credentialsRef"},
+		{"url password param case", pg(`{"url":"postgres://u@h/db?PassWord=`+canary+`"}`, ""), "config.url must not carry a password; use external.credentialsRef"},
+		{"url sslpassword", pg(`{"url":"postgres://u@h/db?sslpassword=`+canary+`"}`, ""), "config.url must not carry a password; use external.credentialsRef"},
+		{"url sslrootcert", pg(`{"url":"postgres://u@h/db?sslrootcert=/etc/shadow"}`, ""), "config.url must not carry sslrootcert (a file on the reconciler's host)"},
+		{"url passfile", pg(`{"url":"postgres://u@h/db?passfile=/root/.pgpass"}`, ""), "config.url must not carry passfile (a file on the reconciler's host)"},
+		{"url servicefile", pg(`{"url":"postgres://u@h/db?servicefile=/x"}`, ""), "config.url must not carry servicefile (a file on the reconciler's host)"},
+		{"url pool bypass", pg(`{"url":"postgres://u@h/db?pool_min_conns=3000"}`, ""), "config.url must not carry pool_min_conns; use pool.minConns"},
+		{"url and host", pg(`{"url":"postgres://u@h/db","host":"h"}`, ""), "config.url and config.host are exclusive"},
+		{"url and username", pg(`{"url":"postgres://u@h/db","username":"u"}`, ""), "config.url and config.username are exclusive"},
+		{"url scheme", pg(`{"url":"mysql://u@h/db"}`, ""), "config.url must be a postgres:// URL"},
+		{"url opaque", pg(`{"url":"postgres:h/db"}`, ""), "config.url must be a postgres:// URL"},
+		{"pool not object", pg(`{"host":"h"}`, `7`), "pool must be a JSON object"},
+		{"pool unknown key", pg(`{"host":"h"}`, `{"size":3}`), "pool.size is not a known setting"},
+		{"pool min over max", pg(`{"host":"h"}`, `{"maxConns":2,"minConns":3}`), "pool.minConns (3) must not exceed pool.maxConns (2)"},
+		{"platform min over max", pg(`{"host":"h"}`, `{"max":2,"min":3}`), "pool.min (3) must not exceed pool.max (2)"},
+		{"pool min over default", pg(`{"host":"h"}`, `{"minConns":20}`), "pool.minConns (20) exceeds the default pool size (10); set pool.maxConns"},
+		{"pool max over cap", pg(`{"host":"h"}`, `{"maxConns":3000}`), "pool.maxConns (3000) exceeds the cap of 50 connections per datasource"},
+		{"pool min over cap", pg(`{"host":"h"}`, `{"maxConns":50,"minConns":3000}`), "pool.minConns (3000) exceeds the cap of 50 connections per datasource"},
+		{"platform max over cap", pg(`{"host":"h"}`, `{"max":10000}`), "pool.max (10000) exceeds the cap of 50 connections per datasource"},
+		{"pool huge", pg(`{"host":"h"}`, `{"maxConns":1e12}`), "pool.maxConns must be an integer"},
+		{"pool both spellings", pg(`{"host":"h"}`, `{"max":3,"maxConns":3}`), "pool.maxConns and pool.max are exclusive"},
+		{"pool zero max", pg(`{"host":"h"}`, `{"maxConns":0}`), "pool.maxConns must be between 1 and 2147483647"},
+		{"pool negative min", pg(`{"host":"h"}`, `{"min":-1}`), "pool.min must be between 0 and 2147483647"},
+		{"pool bad duration", pg(`{"host":"h"}`, `{"maxConnLifetime":"forever"}`), `pool.maxConnLifetime must be a positive duration like "5s"`},
+		{"pool duration number", pg(`{"host":"h"}`, `{"maxConnIdleTime":30}`), `pool.maxConnIdleTime must be a duration like "5s"`},
+		{"pool millis string", pg(`{"host":"h"}`, `{"idleTimeoutMillis":"30s"}`), "pool.idleTimeoutMillis must be an integer"},
+		{"pool idle both", pg(`{"host":"h"}`, `{"idleTimeoutMillis":1000,"maxConnIdleTime":"1s"}`), "pool.maxConnIdleTime and pool.idleTimeoutMillis are exclusive"},
+		{"sqlite missing path", record("sqlite", `{}`, "", true), "config.path is required"},
+		{"sqlite empty path", record("sqlite", `{"path":""}`, "", true), "config.path must not be empty"},
+		{"sqlite unknown key", record("sqlite", `{"path":"x","url":"y"}`, "", true), "config.url is not a known setting"},
+		{"sqlite both keys", record("sqlite", `{"path":"x","filename":"y"}`, "", true), "config.path and config.filename are exclusive"},
+		{"sqlite file uri", record("sqlite", `{"path":"file:/tmp/x.db?_pragma=journal_mode(delete)"}`, "", true), "config.path must be a plain file path, not a file: URI"},
+		{"sqlite FILE uri", record("sqlite", `{"filename":"FILE:x.db"}`, "", true), "config.filename must be a plain file path, not a file: URI"},
+		{"sqlite query", record("sqlite", `{"path":"x.db?_pragma=user_version(7)"}`, "", true), "config.path must be a plain file path without ? or # (no driver parameters)"},
+		{"sqlite dotdot", record("sqlite", `{"path":"a/../../etc/passwd"}`, "", true), "config.path must not contain a .. element"},
+		{"sqlite memory", record("sqlite", `{"filename":":memory:"}`, "", true), `config.filename ":memory:" is not supported: an in-memory database would be private to the reconciler`},
 	}
 	m := datasource.New(datasource.Options{})
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			_, err := m.Materialize(context.Background(), desired(tt.driver, tt.config, tt.pool, tt.active, canary))
-			assertClass(t, err, reconcile.ClassInvalid, tt.reason)
+			inst, err := m.Materialize(context.Background(), desired(tt.body, canary))
+			assertClass(t, inst, err, reconcile.ClassInvalid, tt.reason)
 		})
 	}
 }
 
-// pgFixture is a private cluster demanding passwords over TCP, with role
-// ds_user (password canary) owning database dsdb.
-type pgFixture struct {
-	cluster *testdb.Cluster
-	log     *slog.Logger
-	logs    *proctest.Buffer
-	m       *datasource.Materializer
-}
-
-func setupPG(t *testing.T) pgFixture {
-	t.Helper()
-	c := testdb.NewCluster(t, testdb.WithPasswordAuth())
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	for _, stmt := range []string{
-		"CREATE ROLE ds_user LOGIN PASSWORD '" + canary + "'",
-		"CREATE DATABASE dsdb OWNER ds_user",
-	} {
-		if err := testdb.Exec(ctx, c.URL("postgres"), stmt); err != nil {
-			t.Fatalf("%s: %v", stmt, err)
-		}
+// TestParseRecordShapes reads the platform's spellings and this project's,
+// and checks the connection each builds through pgx's own parser.
+func TestParseRecordShapes(t *testing.T) {
+	t.Parallel()
+	lim := datasource.Limits{MaxConns: 50, DefaultMaxConns: 10}
+	tests := []struct {
+		name, config, pool string
+		host               string
+		port               uint16
+		db, user, sslmode  string
+		max, min           int32
+		idle, connect      time.Duration
+		params             map[string]string
+	}{
+		{name: "platform fields", config: `{"host":"db.internal","port":5433,"database":"crm","username":"crm_app"}`,
+			pool: `{"min":2,"max":8,"idleTimeoutMillis":30000,"connectionTimeoutMillis":3000}`,
+			host: "db.internal", port: 5433, db: "crm", user: "crm_app", max: 8, min: 2, idle: 30 * time.Second, connect: 3 * time.Second},
+		{name: "user and port string", config: `{"host":"::1","port":"6543","database":"d b","user":"o'neil","sslmode":"require"}`,
+			host: "::1", port: 6543, db: "d b", user: "o'neil", sslmode: "require", max: 10},
+		{name: "ssl toggle and session settings", config: `{"host":"h","ssl":false,"schema":"sales","applicationName":"reconciler","statementTimeout":5000}`,
+			host: "h", sslmode: "disable", max: 10, params: map[string]string{"search_path": "sales", "application_name": "reconciler", "statement_timeout": "5000"}},
+		{name: "url", config: `{"url":"postgresql://u@h:7000/db?sslmode=verify-full&application_name=x"}`, pool: `{"maxConns":50,"minConns":50}`,
+			host: "h", port: 7000, db: "db", user: "u", sslmode: "verify-full", max: 50, min: 50},
 	}
-	log, logs := debugLogger()
-	return pgFixture{cluster: c, log: log, logs: logs, m: datasource.New(datasource.Options{Logger: log})}
-}
-
-func fields(port int, db string) string {
-	return fmt.Sprintf(`{"host":"127.0.0.1","port":%d,"database":%q,"user":"ds_user","sslmode":"disable"}`, port, db)
-}
-
-func TestPostgres(t *testing.T) {
-	f := setupPG(t)
-	port := f.cluster.Port()
-	ctx := context.Background()
-
-	t.Run("right password is ready", func(t *testing.T) {
-		for _, config := range []string{
-			fields(port, "dsdb"),
-			fmt.Sprintf(`{"url":%q}`, f.cluster.TCPURL("ds_user", "dsdb")),
-		} {
-			inst, err := f.m.Materialize(ctx, desired("postgres", config, `{}`, true, canary))
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			body := record("postgres", tt.config, tt.pool, true)
+			rec, err := datasource.ParseRecord([]byte(body), lim)
 			if err != nil {
-				t.Fatalf("Materialize(%s): %v", config, err)
-			}
-			p := inst.(*datasource.Pool)
-			var who string
-			if err := p.PG().QueryRow(ctx, "SELECT current_user").Scan(&who); err != nil || who != "ds_user" {
-				t.Fatalf("current_user = %q, %v", who, err)
-			}
-			if p.SQL() != nil || p.Driver() != "postgres" || p.Name() != "crm" {
-				t.Fatalf("pool = %v", p)
-			}
-			if err := inst.Close(); err != nil {
 				t.Fatal(err)
 			}
-			if err := p.PG().Ping(ctx); err == nil {
-				t.Fatal("pool still usable after Close")
+			if rec.Name != "crm" || rec.Driver != "postgres" || !rec.Active {
+				t.Fatalf("record = %+v", rec)
 			}
-		}
-	})
-	t.Run("wrong password is refused", func(t *testing.T) {
-		_, err := f.m.Materialize(ctx, desired("postgres", fields(port, "dsdb"), `{}`, true, "wrong-"+canary))
-		assertClass(t, err, reconcile.ClassRefused, `refused by server: password authentication failed for user "ds_user" (28P01)`)
-	})
-	t.Run("no password is refused", func(t *testing.T) {
-		_, err := f.m.Materialize(ctx, desired("postgres", fields(port, "dsdb"), `{}`, true, ""))
-		assertClass(t, err, reconcile.ClassRefused, "refused by server: …")
-	})
-	t.Run("missing database is invalid", func(t *testing.T) {
-		_, err := f.m.Materialize(ctx, desired("postgres", fields(port, "nodb"), `{}`, true, canary))
-		assertClass(t, err, reconcile.ClassInvalid, `refused by server: database "nodb" does not exist (3D000)`)
-	})
-	t.Run("wrong port is transient", func(t *testing.T) {
-		_, err := f.m.Materialize(ctx, desired("postgres", fields(freePort(t), "dsdb"), `{}`, true, canary))
-		assertClass(t, err, reconcile.ClassTransient, "connect: …")
-	})
-	t.Run("apply timeout is transient", func(t *testing.T) {
-		ctx, cancel := context.WithCancel(ctx)
-		cancel()
-		_, err := f.m.Materialize(ctx, desired("postgres", fields(port, "dsdb"), `{}`, true, canary))
-		assertClass(t, err, reconcile.ClassTransient, "connect: context canceled")
-	})
-	t.Run("pool settings honoured", func(t *testing.T) {
-		pool := `{"maxConns":7,"minConns":2,"maxConnLifetime":"30m","maxConnIdleTime":"5m","healthCheckPeriod":"45s"}`
-		inst, err := f.m.Materialize(ctx, desired("postgres", fields(port, "dsdb"), pool, true, canary))
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer inst.Close()
-		cfg := inst.(*datasource.Pool).PG().Config()
-		if cfg.MaxConns != 7 || cfg.MinConns != 2 || cfg.MaxConnLifetime != 30*time.Minute ||
-			cfg.MaxConnIdleTime != 5*time.Minute || cfg.HealthCheckPeriod != 45*time.Second {
-			t.Fatalf("pool config = max %d min %d life %v idle %v health %v", cfg.MaxConns, cfg.MinConns,
-				cfg.MaxConnLifetime, cfg.MaxConnIdleTime, cfg.HealthCheckPeriod)
-		}
-	})
-	t.Run("stopped server is transient", func(t *testing.T) {
-		f.cluster.Stop()
-		defer f.cluster.Start()
-		_, err := f.m.Materialize(ctx, desired("postgres", fields(port, "dsdb"), `{}`, true, canary))
-		assertClass(t, err, reconcile.ClassTransient, "connect: …")
-	})
-	if strings.Contains(f.logs.String(), canary) {
-		t.Fatalf("debug logs leak the password:\n%s", f.logs)
+			if rec.Pool.MaxConns != tt.max || rec.Pool.MinConns != tt.min || rec.Pool.MaxConnIdleTime != tt.idle || rec.Pool.ConnectTimeout != tt.connect {
+				t.Fatalf("pool = %+v", rec.Pool)
+			}
+			for k, v := range tt.params {
+				if rec.Postgres.RuntimeParams[k] != v {
+					t.Fatalf("runtime params = %v, want %s=%s", rec.Postgres.RuntimeParams, k, v)
+				}
+			}
+			cfg, err := pgxParse(rec.Postgres.ConnString)
+			if err != nil {
+				t.Fatalf("pgx cannot parse %q: %v", rec.Postgres.ConnString, err)
+			}
+			if cfg.Host != tt.host || (tt.port != 0 && cfg.Port != tt.port) || (tt.db != "" && cfg.Database != tt.db) ||
+				(tt.user != "" && cfg.User != tt.user) || cfg.Password != "" {
+				t.Fatalf("parsed %q: host %q port %d db %q user %q", rec.Postgres.ConnString, cfg.Host, cfg.Port, cfg.Database, cfg.User)
+			}
+			if tt.sslmode == "disable" && cfg.TLSConfig != nil || tt.sslmode == "require" && (cfg.TLSConfig == nil || len(cfg.Fallbacks) > 0) {
+				t.Fatalf("sslmode %s: tls %v fallbacks %d", tt.sslmode, cfg.TLSConfig != nil, len(cfg.Fallbacks))
+			}
+		})
 	}
-	if !strings.Contains(f.logs.String(), "opening postgres pool") {
-		t.Fatalf("expected debug logs, got:\n%s", f.logs)
+	rec, err := datasource.ParseRecord([]byte(record("sqlite", `{"filename":"crm.db"}`, "", true)), lim)
+	if err != nil || rec.SQLitePath != "crm.db" || rec.Pool.MaxConns != 10 {
+		t.Fatalf("sqlite filename: %+v %v", rec, err)
+	}
+	// Members the reconciler does not use are ignored.
+	rec, err = datasource.ParseRecord([]byte(`{"driver":"pg","config":{"host":"h"},"ssl":{"enabled":true},"autoConnect":true,"_packageId":"p","description":"x"}`), lim)
+	if err != nil || rec.Driver != "postgres" || !rec.Active || rec.Name != "" {
+		t.Fatalf("extra members: %+v %v", rec, err)
 	}
 }
 
-func TestSQLite(t *testing.T) {
+// TestFailuresReturnNilInterface: whatever a failed Materialize returns can
+// be closed by a caller that abandons it, and is a nil interface.
+func TestFailuresReturnNilInterface(t *testing.T) {
 	t.Parallel()
-	dir := t.TempDir()
-	m := datasource.New(datasource.Options{})
-	ctx := context.Background()
-	path := filepath.Join(dir, "crm.db")
-	cfg := fmt.Sprintf(`{"path":%q}`, path)
-
-	inst, err := m.Materialize(ctx, desired("sqlite", cfg, `{"maxConns":3,"minConns":1,"maxConnLifetime":"1h","maxConnIdleTime":"1m"}`, true, canary))
-	if err != nil {
-		t.Fatal(err)
+	m := datasource.New(datasource.Options{SQLiteDir: t.TempDir(), ConnectTimeout: 2 * time.Second})
+	for _, body := range []string{
+		record("postgres", fields(freePort(t), "dsdb"), "", true), // nothing listens
+		record("sqlite", `{"path":"missing.db"}`, "", true),
+		record("mysql", `{}`, "", true),
+	} {
+		inst, err := m.Materialize(context.Background(), desired(body, canary))
+		if err == nil {
+			t.Fatalf("Materialize(%s) succeeded", body)
+		}
+		if inst != nil {
+			t.Fatalf("Materialize(%s) returned %#v with %v", body, inst, err)
+		}
+		// The abandon path closes whatever came back.
+		if inst != nil {
+			_ = inst.Close()
+		}
 	}
-	db := inst.(*datasource.Pool).SQL()
-	if _, err := db.ExecContext(ctx, "CREATE TABLE t (x int); INSERT INTO t VALUES (42)"); err != nil {
-		t.Fatal(err)
+	var p *datasource.Pool
+	if err := p.Close(); err != nil {
+		t.Fatalf("nil *Pool Close: %v", err)
 	}
-	if got := db.Stats().MaxOpenConnections; got != 3 {
-		t.Fatalf("MaxOpenConnections = %d, want 3", got)
-	}
-	if err := inst.Close(); err != nil {
-		t.Fatal(err)
-	}
-	if err := db.PingContext(ctx); err == nil {
-		t.Fatal("db usable after Close")
-	}
-
-	// Reopen through the Body form only (no row): the data is there.
-	d := desired("sqlite", cfg, `{}`, true, "")
-	d.Datasource = nil
-	inst, err = m.Materialize(ctx, d)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var x int
-	if err := inst.(*datasource.Pool).SQL().QueryRowContext(ctx, "SELECT x FROM t").Scan(&x); err != nil || x != 42 {
-		t.Fatalf("x = %d, %v", x, err)
-	}
-	inst.Close()
-
-	junk := filepath.Join(dir, "junk.db")
-	if err := os.WriteFile(junk, bytes.Repeat([]byte("not a database "), 100), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	_, err = m.Materialize(ctx, desired("sqlite", fmt.Sprintf(`{"path":%q}`, junk), `{}`, true, ""))
-	assertClass(t, err, reconcile.ClassInvalid, junk+" is not a SQLite database")
-
-	_, err = m.Materialize(ctx, desired("sqlite", fmt.Sprintf(`{"path":%q}`, filepath.Join(dir, "no", "such", "dir.db")), `{}`, true, ""))
-	assertClass(t, err, reconcile.ClassTransient, "open "+filepath.Join(dir, "no", "such", "dir.db")+": …")
-
-	d = desired("sqlite", cfg, `{}`, false, "")
-	d.Datasource = nil
-	_, err = m.Materialize(ctx, d)
-	assertClass(t, err, reconcile.ClassInvalid, "datasource inactive")
-}
-
-func freePort(t *testing.T) int {
-	t.Helper()
-	// A port no one listens on: bind, note, release.
-	l, err := netListen()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return portOf(l)
 }

@@ -18,14 +18,19 @@ import (
 
 // BuildReconciler builds ./cmd/reconciler (pkgDir is its path relative to
 // the calling test's package) into a temporary directory and returns the
-// binary's path and a function removing it. For TestMain.
+// binary's path and a function removing it. For TestMain. Under -race the
+// binary is built with -race as well.
 func BuildReconciler(pkgDir, version string) (string, func(), error) {
 	dir, err := os.MkdirTemp("", "reconciler-bin-")
 	if err != nil {
 		return "", nil, err
 	}
 	bin := filepath.Join(dir, "reconciler")
-	out, err := exec.Command("go", "build", "-ldflags", "-X main.version="+version, "-o", bin, pkgDir).CombinedOutput()
+	args := []string{"build", "-ldflags", "-X main.version=" + version, "-o", bin}
+	if raceEnabled {
+		args = append(args, "-race")
+	}
+	out, err := exec.Command("go", append(args, pkgDir)...).CombinedOutput()
 	if err != nil {
 		_ = os.RemoveAll(dir)
 		return "", nil, fmt.Errorf("build reconciler: %v\n%s", err, out)

@@ -1,0 +1,157 @@
+package main
+
+import (
+	"io"
+	"net"
+	"net/url"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/objectstack-fleet/reconciler/snapshot/snapshottest"
+)
+
+// heldProxy forwards TCP connections to target, but only once released:
+// until then a client connecting through it waits (a store that is slow to
+// answer keeps the daemon in its startup).
+type heldProxy struct {
+	ln        net.Listener
+	accepted  chan struct{} // receives once a connection is waiting
+	release   chan struct{}
+	releaseMu sync.Once
+	wg        sync.WaitGroup
+}
+
+func newHeldProxy(t *testing.T, target string) *heldProxy {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &heldProxy{ln: ln, accepted: make(chan struct{}, 1), release: make(chan struct{})}
+	var mu sync.Mutex
+	var conns []net.Conn
+	track := func(c net.Conn) {
+		mu.Lock()
+		conns = append(conns, c)
+		mu.Unlock()
+	}
+	p.wg.Add(1)
+	go func() {
+		defer p.wg.Done()
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			track(c)
+			select {
+			case p.accepted <- struct{}{}:
+			default:
+			}
+			p.wg.Add(1)
+			go func() {
+				defer p.wg.Done()
+				<-p.release
+				up, err := net.Dial("tcp", target)
+				if err != nil {
+					_ = c.Close()
+					return
+				}
+				track(up)
+				var copies sync.WaitGroup
+				copies.Add(2)
+				go func() { defer copies.Done(); _, _ = io.Copy(up, c); _ = up.Close() }()
+				go func() { defer copies.Done(); _, _ = io.Copy(c, up); _ = c.Close() }()
+				copies.Wait()
+			}()
+		}
+	}()
+	t.Cleanup(func() {
+		p.open()
+		_ = ln.Close()
+		mu.Lock()
+		for _, c := range conns {
+			_ = c.Close()
+		}
+		mu.Unlock()
+		p.wg.Wait()
+	})
+	return p
+}
+
+func (p *heldProxy) open() { p.releaseMu.Do(func() { close(p.release) }) }
+
+// TestSignalBurstDuringStartup: bursts of SIGHUP (and SIGUSR1, SIGUSR2)
+// while the daemon is still starting neither kill it nor race with its
+// startup (under -race the daemon binary is built with -race), and each
+// burst costs at most one reload per signal. The store's answers are held
+// back so that the bursts land while startup waits on the store.
+func TestSignalBurstDuringStartup(t *testing.T) {
+	t.Parallel()
+	storeURL := snapshottest.NewPostgresURL(t)
+	u, err := url.Parse(storeURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	proxy := newHeldProxy(t, u.Host)
+	u.Host = proxy.ln.Addr().String()
+	dir := t.TempDir()
+	writeConfig(t, dir, "store:\n  url: "+u.String()+"\ndrift:\n  dir: ./drift\n  schedule: \"@every 1h\"\n")
+	d := launchDaemon(t, daemonOpts{dir: dir, args: []string{"--config", "config.yaml", "--log.level", "debug",
+		"--poll.interval", "100ms"}})
+
+	// The daemon has read its configuration and waits on the store.
+	eventually(t, 60*time.Second, "startup waiting on the store", func() bool {
+		select {
+		case <-proxy.accepted:
+			return strings.Contains(d.out.String(), `"msg":"starting"`)
+		default:
+			return false
+		}
+	})
+	sent := 0
+	burst := func() {
+		for range 50 {
+			d.signal(syscall.SIGHUP)
+			sent++
+		}
+		d.signal(syscall.SIGUSR1)
+		d.signal(syscall.SIGUSR2)
+	}
+	burst()
+	// Let startup go on while bursts keep coming, until it has started.
+	proxy.open()
+	deadline := time.After(60 * time.Second)
+	pace := time.NewTicker(2 * time.Millisecond)
+	defer pace.Stop()
+	for !strings.Contains(d.out.String(), `"msg":"reconciler started"`) {
+		select {
+		case <-d.done:
+			t.Fatalf("daemon exited (%d) during startup", d.code)
+		case <-deadline:
+			t.Fatal("daemon did not start")
+		case <-pace.C:
+		}
+		burst()
+	}
+	d.waitStarted(time.Second)
+	burst()
+	eventually(t, 60*time.Second, "ready", func() bool { code, _ := d.request("GET", "/readyz"); return code == 200 })
+
+	reloads := strings.Count(d.out.String(), `"msg":"config reloaded"`)
+	if reloads == 0 || reloads > sent {
+		t.Errorf("%d reloads for %d SIGHUPs", reloads, sent)
+	}
+	t.Logf("%d SIGHUPs, %d reloads", sent, reloads)
+
+	d.signal(syscall.SIGTERM)
+	if code := d.wait(30 * time.Second); code != 0 {
+		t.Fatalf("exit %d after SIGTERM", code)
+	}
+	if out := d.out.String(); strings.Contains(out, "DATA RACE") {
+		t.Fatalf("data race in the daemon:\n%s", out)
+	}
+}

@@ -1,0 +1,48 @@
+package datasource
+
+import (
+	"database/sql"
+	"fmt"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+// Pool is an open datasource: the datasource registry's live instance.
+// Exactly one of PG and SQL is set, by driver.
+type Pool struct {
+	name   string
+	driver string
+	pg     *pgxpool.Pool
+	db     *sql.DB
+}
+
+// Name returns the datasource's name.
+func (p *Pool) Name() string { return p.name }
+
+// Driver returns "postgres" or "sqlite".
+func (p *Pool) Driver() string { return p.driver }
+
+// PG returns the pgx pool of a postgres datasource (nil otherwise).
+func (p *Pool) PG() *pgxpool.Pool { return p.pg }
+
+// SQL returns the database/sql handle of a sqlite datasource (nil
+// otherwise).
+func (p *Pool) SQL() *sql.DB { return p.db }
+
+// Close closes the pool and every connection in it. It is safe on a nil
+// *Pool.
+func (p *Pool) Close() error {
+	if p == nil {
+		return nil
+	}
+	if p.pg != nil {
+		p.pg.Close()
+	}
+	if p.db != nil {
+		return p.db.Close()
+	}
+	return nil
+}
+
+// String describes the pool.
+func (p *Pool) String() string { return fmt.Sprintf("datasource %s (%s)", p.name, p.driver) }
