@@ -120,7 +120,7 @@ func (c *client) do(ctx context.Context, method, path string, out any, raw *[]by
 		if resp.StatusCode == http.StatusUnauthorized {
 			msg += " (set status.token_env to the variable holding the daemon's token)"
 		}
-		return fmt.Errorf("%s %s: %s: %s", method, path, resp.Status, msg)
+		return fmt.Errorf("%s %s: %s: %s", method, path, resp.Status, clean(msg))
 	}
 	if raw != nil {
 		*raw = body
@@ -162,9 +162,11 @@ func age(now, t time.Time) string {
 	}
 }
 
+// dash prints a row-derived string for a table: "-" when empty, escaped
+// (clean) otherwise.
 func dash(s string) string {
 	if s == "" {
 		return "-"
 	}
-	return s
+	return clean(s)
 }
