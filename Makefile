@@ -4,7 +4,7 @@ BIN     := bin/reconciler
 VERSION ?= $(shell git describe --always --dirty 2>/dev/null || echo dev)
 LDFLAGS := -X main.version=$(VERSION)
 
-.PHONY: build run test bench chaos lint clean
+.PHONY: build run test test-objectstack bench chaos lint clean
 
 # staticcheck is pinned: a new release must not turn CI red on its own.
 STATICCHECK := honnef.co/go/tools/cmd/staticcheck@v0.8.2
@@ -23,6 +23,11 @@ run: build
 # RECONCILER_TEST_DATABASE_URL when set, else a private throwaway PostgreSQL.
 test: lint
 	scripts/with-postgres.sh $(GO) test -race -count=1 -timeout 15m $(RACE_PKGS)
+
+# Boots real ObjectStack 17.4.0 nodes (needs Node.js 20+, npm, redis-server;
+# the pinned npm install is cached by scripts/objectstack/install.sh).
+test-objectstack:
+	scripts/with-postgres.sh $(GO) test -tags objectstack -count=1 -p 1 -timeout 15m -v ./e2e/objectstack/...
 
 bench: build
 	scripts/with-postgres.sh scripts/bench.sh

@@ -96,9 +96,9 @@ func TestPoolCapsAgainstASilentServer(t *testing.T) {
 	}
 
 	inst, err := materialize(`{"maxConns":3000,"minConns":3000}`)
-	assertClass(t, inst, err, reconcile.ClassInvalid, "pool.maxConns (3000) exceeds the cap of 50 connections per datasource")
+	assertClass(t, inst, err, reconcile.ClassInvalid, "pool.maxConns (3000) exceeds the cap of 50 connections per datasource (datasource.max_conns)")
 	inst, err = materialize(`{"max":50,"min":3000}`)
-	assertClass(t, inst, err, reconcile.ClassInvalid, "pool.min (3000) exceeds the cap of 50 connections per datasource")
+	assertClass(t, inst, err, reconcile.ClassInvalid, "pool.min (3000) exceeds the cap of 50 connections per datasource (datasource.max_conns)")
 	if n := srv.accepted.Load(); n != 0 {
 		t.Fatalf("a capped row opened %d connections", n)
 	}

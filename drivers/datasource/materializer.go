@@ -25,13 +25,13 @@ const (
 type Options struct {
 	// Logger; default discards. Passwords are never logged.
 	Logger *slog.Logger
-	// SQLiteDir is the one directory sqlite datasource files may lie in
-	// (symbolic links are followed and must stay inside it). Empty, the
-	// default, allows no sqlite file: such datasources are held naming
-	// datasource.sqlite_dir.
+	// SQLiteDir (datasource.sqlite_dir) is the one directory sqlite
+	// datasource files may lie in; relative paths are taken relative to it
+	// and symbolic links must stay inside it. Empty, the default, allows
+	// no sqlite file: such datasources are held naming the key.
 	SQLiteDir string
-	// MaxConns caps a record's pool.maxConns and pool.minConns (default
-	// 50); a record above it is held naming the cap.
+	// MaxConns (datasource.max_conns) caps a record's pool.maxConns and
+	// pool.minConns (default 50); a record above it is held naming the cap.
 	MaxConns int32
 	// DefaultPoolSize is the pool size of a record that sets none
 	// (default 10, the platform's; never above MaxConns).

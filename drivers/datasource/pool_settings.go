@@ -41,10 +41,10 @@ func parsePool(o jsonobj.Object, lim Limits) (PoolSettings, error) {
 		return PoolSettings{}, err
 	}
 	if hasMax && maxConns > int64(lim.MaxConns) {
-		return PoolSettings{}, jsonobj.Faultf("pool.%s (%d) exceeds the cap of %d connections per datasource", maxKey, maxConns, lim.MaxConns)
+		return PoolSettings{}, jsonobj.Faultf("pool.%s (%d) exceeds the cap of %d connections per datasource (%s)", maxKey, maxConns, lim.MaxConns, MaxConnsKey)
 	}
 	if minConns > int64(lim.MaxConns) {
-		return PoolSettings{}, jsonobj.Faultf("pool.%s (%d) exceeds the cap of %d connections per datasource", minKey, minConns, lim.MaxConns)
+		return PoolSettings{}, jsonobj.Faultf("pool.%s (%d) exceeds the cap of %d connections per datasource (%s)", minKey, minConns, lim.MaxConns, MaxConnsKey)
 	}
 	if !hasMax {
 		maxConns = int64(max(min(lim.DefaultMaxConns, lim.MaxConns), 1))

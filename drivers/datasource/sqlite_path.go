@@ -12,9 +12,11 @@ import (
 	"github.com/objectstack-fleet/reconciler/drivers/internal/jsonobj"
 )
 
-// SQLiteDirKey is the configuration key that sets Options.SQLiteDir; reasons
-// name it.
-const SQLiteDirKey = "datasource.sqlite_dir"
+// The configuration keys that set Options; reasons name them.
+const (
+	SQLiteDirKey = "datasource.sqlite_dir"
+	MaxConnsKey  = "datasource.max_conns"
+)
 
 // parseSQLitePath reads config.path (or the platform's config.filename) and
 // refuses what is not a plain file path: a file: URI, a query string

@@ -3,11 +3,11 @@ package engine
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"log/slog"
+	"net/url"
 	"strings"
 
-	"github.com/objectstack-fleet/reconciler/internal/canonjson"
+	"github.com/objectstack-fleet/reconciler/metadata"
 	"github.com/objectstack-fleet/reconciler/reconcile"
 	"github.com/objectstack-fleet/reconciler/registry"
 )
@@ -16,11 +16,15 @@ import (
 type Options struct {
 	// Logger; default discards.
 	Logger *slog.Logger
+	// Limits caps body size and references per item; zero fields mean
+	// metadata's defaults.
+	Limits metadata.Limits
 }
 
 // Compiler materializes engine entries. It is safe for concurrent use.
 type Compiler struct {
 	log *slog.Logger
+	lim metadata.Limits
 }
 
 var _ reconcile.Materializer = (*Compiler)(nil)
@@ -31,7 +35,7 @@ func New(opts Options) *Compiler {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &Compiler{log: log}
+	return &Compiler{log: log, lim: opts.Limits}
 }
 
 // Item is a compiled metadata item: the engine registry's live instance.
@@ -40,25 +44,25 @@ type Item struct {
 	Name string
 	// Body is the item's metadata JSON object as stored.
 	Body json.RawMessage
-	// Fields are an object's fields (nil for other types).
-	Fields []Field
-	// Objects are the objects the item references, deduplicated, in order
-	// of appearance (may include an object's own name).
-	Objects []string
-	// Datasource is the datasource an object names ("" if none).
+	// Refs are what the body references (metadata.Parse's order: by kind,
+	// then name; an object's own name included when it references itself).
+	Refs []metadata.Ref
+	// Fields are an object's fields in body order (nil for other types).
+	Fields []metadata.Field
+	// Datasource is the datasource an object lives in ("" for the
+	// primary one).
 	Datasource string
-	// Refs are the registry entries the loop resolved the references to.
-	Refs []registry.Ref
+	// Resolved are the registry entries the loop resolved Refs to.
+	Resolved []registry.Ref
 }
 
 // Close does nothing: a compiled item holds no resources.
 func (*Item) Close() error { return nil }
 
-// ErrChecksum is the cause of a checksum mismatch failure.
-var ErrChecksum = errors.New("checksum mismatch")
-
-// Materialize compiles d. A body of the wrong shape or a checksum that does
-// not match is reconcile.Invalid naming the fault.
+// Materialize compiles d. A body of the wrong shape, above a cap, or whose
+// checksum does not match is reconcile.Invalid naming the fault; the cause
+// is a *metadata.Fault (errors.Is metadata.ErrInvalid, and
+// metadata.ErrChecksum for a mismatch).
 func (c *Compiler) Materialize(ctx context.Context, d reconcile.Desired) (registry.Instance, error) {
 	typ, name := splitKey(d.Key)
 	body := d.Body
@@ -72,78 +76,70 @@ func (c *Compiler) Materialize(ctx context.Context, d reconcile.Desired) (regist
 	if err := ctx.Err(); err != nil {
 		return nil, reconcile.Transient(err, "compile interrupted: %v", err)
 	}
-	it, err := Compile(typ, name, body)
+	it, err := compile(typ, name, body, c.lim)
 	if err != nil {
 		return nil, err
 	}
-	if checksum != "" {
-		if err := verifyChecksum(body, checksum); err != nil {
-			return nil, err
-		}
+	if err := VerifyChecksum(body, checksum); err != nil {
+		return nil, err
 	}
-	it.Refs = d.Refs
+	it.Resolved = d.Refs
 	c.log.DebugContext(ctx, "compiled metadata item", slog.String("kind", string(d.Kind)),
-		slog.String("key", d.Key), slog.Int64("revision", d.Revision), slog.Int("references", len(it.Objects)))
+		slog.String("key", d.Key), slog.Int64("revision", d.Revision), slog.Int("references", len(it.Refs)))
 	return it, nil
 }
 
-// Compile validates body as an item of type typ called name and returns it
-// compiled. Faults are reconcile.Invalid naming the offending member
-// ("fields[2].type must be a string"). It does not resolve references and
-// does not check a checksum.
+// Compile validates body as an item of type typ called name with the
+// default limits and returns it compiled. A fault is reconcile.Invalid
+// naming the offending member ("fields.owner.reference must be a string,
+// not a number"). It resolves no reference and checks no checksum.
 func Compile(typ, name string, body json.RawMessage) (*Item, error) {
-	sh, err := decode(typ, body)
+	return compile(typ, name, body, metadata.Limits{})
+}
+
+func compile(typ, name string, body json.RawMessage, lim metadata.Limits) (*Item, error) {
+	md, err := metadata.Parse(typ, name, body, lim)
 	if err != nil {
 		return nil, reconcile.Invalid(err, "%s", err.Error())
 	}
-	return &Item{
-		Type:       typ,
-		Name:       name,
-		Body:       append(json.RawMessage(nil), body...),
-		Fields:     sh.fields,
-		Objects:    sh.objects,
-		Datasource: sh.datasource,
-	}, nil
-}
-
-// References returns what an item of type typ with body refers to: the
-// objects (view.object, flow.trigger.object, permission.object, an object's
-// field references; deduplicated, in order of appearance, an object's own
-// name included when it references itself) and an object's datasource
-// ("" if none). A body of the wrong shape returns the same
-// reconcile.Invalid error Compile would. It is pure: the loop calls it to
-// resolve dependencies before materializing.
-func References(typ string, body json.RawMessage) (objects []string, datasource string, err error) {
-	it, err := Compile(typ, "", body)
-	if err != nil {
-		return nil, "", err
+	it := &Item{
+		Type: typ,
+		Name: name,
+		Body: append(json.RawMessage(nil), body...),
+		Refs: md.Refs,
 	}
-	return it.Objects, it.Datasource, nil
+	if md.Object != nil {
+		it.Fields, it.Datasource = md.Object.Fields, md.Object.Datasource
+	}
+	return it, nil
 }
 
-// VerifyChecksum reports whether checksum ("sha256:<hex>") is the checksum
-// of body's canonical JSON; a mismatch is reconcile.Invalid
-// "checksum mismatch".
+// VerifyChecksum checks body against its stored checksum ("" is not
+// checked); a mismatch is reconcile.Invalid "checksum mismatch".
 func VerifyChecksum(body json.RawMessage, checksum string) error {
-	return verifyChecksum(body, checksum)
-}
-
-func verifyChecksum(body json.RawMessage, checksum string) error {
-	sum, err := canonjson.Checksum(body)
-	if err != nil {
-		return reconcile.Invalid(err, "checksum mismatch: body is not canonicalizable")
-	}
-	if !strings.EqualFold(sum, strings.TrimSpace(checksum)) {
-		return reconcile.Invalid(ErrChecksum, "checksum mismatch")
+	if err := metadata.VerifyChecksum(body, checksum); err != nil {
+		return reconcile.Invalid(err, "%s", err.Error())
 	}
 	return nil
 }
 
-// splitKey splits an engine key "type/name" or "org:type/name".
+// splitKey reads type and name from an engine key
+// "[org:]type/name[@package]" whose segments are percent-encoded. It is
+// the fallback for a Desired without its row.
 func splitKey(key string) (typ, name string) {
 	if i := strings.IndexByte(key, ':'); i >= 0 && i < strings.IndexByte(key, '/') {
 		key = key[i+1:]
 	}
 	typ, name, _ = strings.Cut(key, "/")
-	return typ, name
+	if i := strings.LastIndexByte(name, '@'); i >= 0 {
+		name = name[:i]
+	}
+	return unescape(typ), unescape(name)
+}
+
+func unescape(s string) string {
+	if u, err := url.PathUnescape(s); err == nil {
+		return u
+	}
+	return s
 }

@@ -4,12 +4,13 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"os"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/objectstack-fleet/reconciler/drivers/engine"
-	"github.com/objectstack-fleet/reconciler/internal/canonjson"
+	"github.com/objectstack-fleet/reconciler/internal/corpus"
+	"github.com/objectstack-fleet/reconciler/metadata"
 	"github.com/objectstack-fleet/reconciler/reconcile"
 	"github.com/objectstack-fleet/reconciler/registry"
 	"github.com/objectstack-fleet/reconciler/snapshot"
@@ -26,70 +27,63 @@ func desired(typ, name, body, checksum string) reconcile.Desired {
 	}
 }
 
-func TestCompileShapes(t *testing.T) {
+func objectRefs(names ...string) []metadata.Ref {
+	var out []metadata.Ref
+	for _, n := range names {
+		out = append(out, metadata.Ref{Kind: metadata.RefObject, Name: n})
+	}
+	return out
+}
+
+// The compiler holds what metadata refuses, as invalid, with metadata's
+// reason; the rules themselves are tested in package metadata.
+func TestMaterializeShapes(t *testing.T) {
 	t.Parallel()
 	tests := []struct {
 		name       string
 		typ        string
 		body       string
 		wantReason string // "" = compiles
-		objects    []string
+		refs       []metadata.Ref
+		fields     int
 		datasource string
 	}{
-		{"object", "object", `{"datasource":"crm","fields":[{"name":"a","type":"text"},{"name":"o","type":"lookup","reference":"users"},{"name":"p","type":"lookup","reference":"account"},{"name":"q","type":"lookup","reference":"users"}]}`, "", []string{"users", "account"}, "crm"},
-		{"object without fields", "object", `{"label":"x"}`, "", nil, ""},
-		{"object null datasource", "object", `{"datasource":null,"fields":[]}`, "", nil, ""},
-		{"object fields not array", "object", `{"fields":{"name":"a"}}`, "fields must be an array", nil, ""},
-		{"object field not object", "object", `{"fields":["a"]}`, "fields[0] must be a JSON object", nil, ""},
-		{"object field missing name", "object", `{"fields":[{"type":"text"}]}`, "fields[0].name is required", nil, ""},
-		{"object field name number", "object", `{"fields":[{"name":1,"type":"text"}]}`, "fields[0].name must be a string", nil, ""},
-		{"object field missing type", "object", `{"fields":[{"name":"a","type":"text"},{"name":"b"}]}`, "fields[1].type is required", nil, ""},
-		{"object field reference number", "object", `{"fields":[{"name":"a","type":"lookup","reference":3}]}`, "fields[0].reference must be a string", nil, ""},
-		{"object field reference empty", "object", `{"fields":[{"name":"a","type":"lookup","reference":""}]}`, "fields[0].reference must not be empty", nil, ""},
-		{"object duplicate field", "object", `{"fields":[{"name":"a","type":"text"},{"name":"a","type":"text"}]}`, `fields[1].name "a" repeats fields[0]`, nil, ""},
-		{"object datasource number", "object", `{"datasource":5}`, "datasource must be a string", nil, ""},
-		{"view", "view", `{"object":"account","columns":["name"]}`, "", []string{"account"}, ""},
-		{"view missing object", "view", `{}`, "object is required", nil, ""},
-		{"view object array", "view", `{"object":["a"]}`, "object must be a string", nil, ""},
-		{"flow", "flow", `{"trigger":{"object":"Account","on":"create"}}`, "", []string{"Account"}, ""},
-		{"flow missing trigger", "flow", `{"steps":[]}`, "trigger is required", nil, ""},
-		{"flow trigger string", "flow", `{"trigger":"account"}`, "trigger must be a JSON object", nil, ""},
-		{"flow trigger missing object", "flow", `{"trigger":{}}`, "trigger.object is required", nil, ""},
-		{"permission", "permission", `{"object":"account","allow":["read"]}`, "", []string{"account"}, ""},
-		{"permission object bool", "permission", `{"object":true}`, "object must be a string", nil, ""},
-		{"other type", "dashboard", `{"widgets":[1,2]}`, "", nil, ""},
-		{"other type array", "dashboard", `[1,2]`, "body must be a JSON object", nil, ""},
-		{"not json", "view", `{"object":`, "body is not valid JSON", nil, ""},
-		{"empty", "page", ``, "body must be a JSON object", nil, ""},
+		{"object", "object", `{"name":"t","datasource":"crm","fields":{"a":{"type":"text"},"o":{"type":"lookup","reference":"users"},"p":{"type":"lookup","reference":"account"}}}`, "",
+			append([]metadata.Ref{{Kind: metadata.RefDatasource, Name: "crm"}}, objectRefs("account", "users")...), 3, "crm"},
+		{"object fields array", "object", `{"fields":[{"name":"a","type":"text"}]}`, "fields must be a JSON object", nil, 0, ""},
+		{"object field no type", "object", `{"fields":{"a":{}}}`, "fields.a.type is required", nil, 0, ""},
+		{"view", "view", `{"object":"account","list":{"data":{"provider":"object","object":"account"}}}`, "", objectRefs("account"), 0, ""},
+		{"hook", "hook", `{"object":"Account"}`, "", objectRefs("Account"), 0, ""},
+		{"hook without object", "hook", `{"name":"h"}`, "object is required", nil, 0, ""},
+		{"permission", "permission", `{"objects":{"task":{}},"fields":{"lead.x":{}}}`, "", objectRefs("lead", "task"), 0, ""},
+		{"flow", "flow", `{"nodes":[{"id":"s","type":"start","config":{"objectName":"task"}}]}`, "", objectRefs("task"), 0, ""},
+		{"other type", "dashboard", `{"widgets":[1,2]}`, "", nil, 0, ""},
+		{"array body", "dashboard", `[1,2]`, "metadata is not a JSON object", nil, 0, ""},
+		{"not json", "view", `{"object":`, "metadata is not valid JSON", nil, 0, ""},
 	}
 	c := engine.New(engine.Options{})
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
 			inst, err := c.Materialize(context.Background(), desired(tt.typ, "n", tt.body, ""))
-			objs, ds, rerr := engine.References(tt.typ, json.RawMessage(tt.body))
 			if tt.wantReason != "" {
 				class, reason := reconcile.Classify(err)
-				if err == nil || class != reconcile.ClassInvalid || !startsWith(reason, tt.wantReason) {
+				if err == nil || class != reconcile.ClassInvalid || !strings.HasPrefix(reason, tt.wantReason) {
 					t.Fatalf("Materialize = %v (class %v), want invalid %q", err, class, tt.wantReason)
 				}
-				if !errors.Is(err, engine.ErrShape) {
-					t.Errorf("error %v is not ErrShape", err)
-				}
-				if rerr == nil || rerr.Error() != err.Error() {
-					t.Errorf("References error = %v, want %v", rerr, err)
+				var f *metadata.Fault
+				if !errors.Is(err, metadata.ErrInvalid) || !errors.As(err, &f) {
+					t.Errorf("error %v is not a metadata fault", err)
 				}
 				return
 			}
-			if err != nil || rerr != nil {
-				t.Fatalf("Materialize = %v, References = %v", err, rerr)
+			if err != nil {
+				t.Fatalf("Materialize: %v", err)
 			}
 			it := inst.(*engine.Item)
-			if it.Type != tt.typ || it.Name != "n" || !slices.Equal(it.Objects, tt.objects) || it.Datasource != tt.datasource {
-				t.Errorf("item = %+v, want objects %v datasource %q", it, tt.objects, tt.datasource)
-			}
-			if !slices.Equal(objs, tt.objects) || ds != tt.datasource {
-				t.Errorf("References = %v %q, want %v %q", objs, ds, tt.objects, tt.datasource)
+			if it.Type != tt.typ || it.Name != "n" || !slices.Equal(it.Refs, tt.refs) ||
+				len(it.Fields) != tt.fields || it.Datasource != tt.datasource || string(it.Body) != tt.body {
+				t.Errorf("item = %+v, want refs %v, %d fields, datasource %q", it, tt.refs, tt.fields, tt.datasource)
 			}
 			if err := inst.Close(); err != nil {
 				t.Errorf("Close: %v", err)
@@ -98,12 +92,25 @@ func TestCompileShapes(t *testing.T) {
 	}
 }
 
-func startsWith(s, prefix string) bool { return len(s) >= len(prefix) && s[:len(prefix)] == prefix }
+func TestMaterializeLimits(t *testing.T) {
+	t.Parallel()
+	c := engine.New(engine.Options{Limits: metadata.Limits{MaxBodyBytes: 64, MaxRefs: 1}})
+	_, err := c.Materialize(context.Background(), desired("object", "o", `{"label":"`+strings.Repeat("x", 100)+`"}`, ""))
+	if class, reason := reconcile.Classify(err); class != reconcile.ClassInvalid || !errors.Is(err, metadata.ErrLimit) ||
+		!strings.Contains(reason, "engine.max_body_bytes") {
+		t.Fatalf("Materialize = %v (%v %q)", err, class, reason)
+	}
+	_, err = c.Materialize(context.Background(), desired("hook", "h", `{"object":["a","b"]}`, ""))
+	if class, reason := reconcile.Classify(err); class != reconcile.ClassInvalid || !errors.Is(err, metadata.ErrLimit) ||
+		!strings.Contains(reason, "engine.max_refs") {
+		t.Fatalf("Materialize = %v (%v %q)", err, class, reason)
+	}
+}
 
 func TestChecksum(t *testing.T) {
 	t.Parallel()
 	body := `{ "object": "account", "columns": ["name", "owner"] }`
-	sum, err := canonjson.Checksum([]byte(body))
+	sum, err := metadata.Checksum([]byte(body))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -130,8 +137,11 @@ func TestChecksum(t *testing.T) {
 				return
 			}
 			class, reason := reconcile.Classify(err)
-			if class != reconcile.ClassInvalid || reason != "checksum mismatch" || !errors.Is(err, engine.ErrChecksum) {
+			if class != reconcile.ClassInvalid || reason != "checksum mismatch" || !errors.Is(err, metadata.ErrChecksum) {
 				t.Fatalf("Materialize = %v (%v %q), want invalid checksum mismatch", err, class, reason)
+			}
+			if verr := engine.VerifyChecksum(json.RawMessage(tt.body), tt.checksum); verr == nil || verr.Error() != "checksum mismatch" {
+				t.Errorf("VerifyChecksum = %v", verr)
 			}
 		})
 	}
@@ -139,15 +149,21 @@ func TestChecksum(t *testing.T) {
 
 func TestMaterializeUsesKeyWithoutRow(t *testing.T) {
 	t.Parallel()
-	d := reconcile.Desired{Kind: registry.KindEngine, Key: "acme:view/all", Body: json.RawMessage(`{"object":"account"}`),
-		Refs: []registry.Ref{{Kind: registry.KindEngine, Key: "acme:object/account"}}}
-	inst, err := engine.New(engine.Options{}).Materialize(context.Background(), d)
-	if err != nil {
-		t.Fatal(err)
-	}
-	it := inst.(*engine.Item)
-	if it.Type != "view" || it.Name != "all" || len(it.Refs) != 1 {
-		t.Fatalf("item = %+v", it)
+	for _, tt := range []struct{ key, typ, name string }{
+		{"acme:view/all", "view", "all"},
+		{"view/all", "view", "all"},
+		{"org%3A1:view/all%40x@crm", "view", "all@x"},
+	} {
+		d := reconcile.Desired{Kind: registry.KindEngine, Key: tt.key, Body: json.RawMessage(`{"object":"account"}`),
+			Refs: []registry.Ref{{Kind: registry.KindEngine, Key: "acme:object/account"}}}
+		inst, err := engine.New(engine.Options{}).Materialize(context.Background(), d)
+		if err != nil {
+			t.Fatal(err)
+		}
+		it := inst.(*engine.Item)
+		if it.Type != tt.typ || it.Name != tt.name || len(it.Resolved) != 1 || !slices.Equal(it.Refs, objectRefs("account")) {
+			t.Fatalf("%s: item = %+v", tt.key, it)
+		}
 	}
 }
 
@@ -161,104 +177,73 @@ func TestMaterializeHonoursContext(t *testing.T) {
 	}
 }
 
-type hotcrmItem struct {
-	Type     string          `json:"type"`
-	Name     string          `json:"name"`
-	Metadata json.RawMessage `json:"metadata"`
-}
-
-func loadHotCRM(t testing.TB) []hotcrmItem {
-	t.Helper()
-	b, err := os.ReadFile("testdata/hotcrm-metadata.json")
+// Every HotCRM item compiles with its checksum verified.
+func TestCorpus(t *testing.T) {
+	t.Parallel()
+	items, err := corpus.Load()
 	if err != nil {
-		t.Fatalf("read hotcrm fixture: %v", err)
-	}
-	var doc struct {
-		Items []hotcrmItem `json:"items"`
-	}
-	if err := json.Unmarshal(b, &doc); err != nil {
 		t.Fatal(err)
 	}
-	return doc.Items
-}
-
-// Every hotcrm item compiles, and its references are what the body says
-// (names case-sensitive: a flow on "Account" does not name "account").
-func TestHotCRM(t *testing.T) {
-	t.Parallel()
-	items := loadHotCRM(t)
 	c := engine.New(engine.Options{})
-	objects := map[string]bool{}
-	counts := map[string]int{}
+	fields := 0
 	for _, it := range items {
-		counts[it.Type]++
-		if it.Type == "object" {
-			objects[it.Name] = true
-		}
-	}
-	if counts["object"] != 65 {
-		t.Fatalf("fixture has %d objects, want 65", counts["object"])
-	}
-	dangling := 0
-	for _, it := range items {
-		sum, err := canonjson.Checksum(it.Metadata)
+		sum, err := metadata.Checksum(it.Body)
 		if err != nil {
 			t.Fatal(err)
 		}
-		inst, err := c.Materialize(context.Background(), desired(it.Type, it.Name, string(it.Metadata), sum))
+		inst, err := c.Materialize(context.Background(), desired(it.Type, it.Name, string(it.Body), sum))
 		if err != nil {
 			t.Errorf("%s/%s: %v", it.Type, it.Name, err)
 			continue
 		}
-		for _, o := range inst.(*engine.Item).Objects {
-			if !objects[o] {
-				dangling++
-			}
-		}
+		fields += len(inst.(*engine.Item).Fields)
 	}
-	objs, _, err := engine.References("flow", json.RawMessage(`{"trigger":{"object":"Account"}}`))
-	if err != nil || !slices.Equal(objs, []string{"Account"}) || objects["Account"] {
-		t.Errorf("flow on Account: %v %v", objs, err)
+	if fields != 1643 {
+		t.Errorf("%d fields compiled, want 1643", fields)
 	}
-	t.Logf("%d items (%v), %d dangling references", len(items), counts, dangling)
 }
 
-func FuzzDecode(f *testing.F) {
+func FuzzCompile(f *testing.F) {
 	for _, s := range []struct{ typ, body string }{
-		{"object", `{"datasource":"crm","fields":[{"name":"a","type":"lookup","reference":"b"}]}`},
-		{"object", `{"fields":[{"name":"a"},{}]}`},
-		{"view", `{"object":"account"}`},
-		{"flow", `{"trigger":{"object":"Account"}}`},
-		{"flow", `{"trigger":null}`},
-		{"permission", `{"object":1}`},
+		{"object", `{"datasource":"crm","fields":{"a":{"type":"lookup","reference":"b"}}}`},
+		{"object", `{"fields":{"a":{},"b":1}}`},
+		{"view", `{"object":"account","listViews":{"x":{"data":{"object":"y"}}}}`},
+		{"hook", `{"object":["Account",""]}`},
+		{"flow", `{"nodes":[{"type":"loop","config":{"body":{"nodes":[{"config":{"objectName":"x"}}]}}}]}`},
+		{"permission", `{"objects":{"a":{}},"fields":{"b":{}}}`},
 		{"dashboard", `[]`},
-		{"object", `{"fields":[{"name":"\u0000","type":"x","reference":"\ud800"}]}`},
+		{"object", `{"fields":{"\u0000":{"type":"x","reference":"\ud800"}}}`},
 		{"view", `{"object":"a"} trailing`},
 	} {
 		f.Add(s.typ, []byte(s.body))
 	}
 	f.Fuzz(func(t *testing.T, typ string, body []byte) {
 		it, err := engine.Compile(typ, "n", body)
-		objs, ds, rerr := engine.References(typ, body)
-		if (err == nil) != (rerr == nil) {
-			t.Fatalf("Compile err %v, References err %v", err, rerr)
+		md, merr := metadata.Parse(typ, "n", body, metadata.Limits{})
+		if (err == nil) != (merr == nil) {
+			t.Fatalf("Compile err %v, Parse err %v", err, merr)
 		}
 		if err != nil {
-			if class, _ := reconcile.Classify(err); class != reconcile.ClassInvalid {
-				t.Fatalf("class %v for %v", class, err)
+			if class, reason := reconcile.Classify(err); class != reconcile.ClassInvalid || reason != merr.Error() {
+				t.Fatalf("class %v reason %q for %v", class, reason, merr)
 			}
 			return
 		}
-		if !slices.Equal(it.Objects, objs) || it.Datasource != ds {
-			t.Fatalf("Compile and References disagree")
+		if !slices.Equal(it.Refs, md.Refs) {
+			t.Fatalf("Compile and Parse disagree")
 		}
-		seen := map[string]bool{}
-		for _, o := range objs {
-			if o == "" || seen[o] {
-				t.Fatalf("bad references %q", objs)
+		for i, r := range it.Refs {
+			if r.Name == "" || (i > 0 && !refLess(it.Refs[i-1], r)) {
+				t.Fatalf("refs not unique and sorted: %v", it.Refs)
 			}
-			seen[o] = true
 		}
 		_ = engine.VerifyChecksum(body, "sha256:00")
 	})
+}
+
+func refLess(a, b metadata.Ref) bool {
+	if a.Kind != b.Kind {
+		return a.Kind < b.Kind
+	}
+	return a.Name < b.Name
 }

@@ -1,13 +1,14 @@
-// Package engine compiles sys_metadata items of every type other than
-// 'connector' into the engine registry's live entries (DESIGN §6).
+// Package engine compiles sys_metadata items of every type the engine
+// registry holds (objects, views, hooks, permission sets, flows and the
+// rest) into live entries.
 //
-// Compiling validates the body's shape for the types that carry references
-// (object, view, flow, permission), verifies the row's checksum when one is
-// stored, and returns an *Item naming the item's fields and references.
-// Every other type is accepted as any JSON object.
+// Compiling checks the body with package metadata (the platform's shape
+// for its type, the caps on size and references), verifies the row's
+// checksum when one is stored, and returns an *Item naming the item's
+// fields and references. Faults are reconcile.Invalid, so the entry is
+// held with a reason naming the member at fault.
 //
-// References resolution itself is the reconcile loop's job: it extracts
-// references with References before materializing, holds an item whose
-// references are missing, and hands the resolved ones to the compiler in
-// Desired.Refs.
+// Resolving references is the reconcile loop's job: it reads them with
+// metadata.Parse before materializing, holds an item whose references are
+// missing, and hands the resolved ones to the compiler in Desired.Refs.
 package engine

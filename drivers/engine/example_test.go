@@ -7,17 +7,21 @@ import (
 	"github.com/objectstack-fleet/reconciler/drivers/engine"
 )
 
-func ExampleReferences() {
-	body := json.RawMessage(`{"datasource":"crm","fields":[
-		{"name":"owner","type":"lookup","reference":"users"},
-		{"name":"parent","type":"lookup","reference":"account"},
-		{"name":"manager","type":"lookup","reference":"users"}]}`)
-	objects, datasource, err := engine.References("object", body)
-	fmt.Println(objects, datasource, err)
+func ExampleCompile() {
+	body := json.RawMessage(`{"name":"task","datasource":"crm","fields":{
+		"subject":{"type":"text"},
+		"owner":{"type":"lookup","reference":"users"},
+		"account":{"type":"master_detail","reference":"account"},
+		"manager":{"type":"lookup","reference":"users"}}}`)
+	it, err := engine.Compile("object", "task", body)
+	fmt.Println(it.Refs, it.Datasource, len(it.Fields), err)
 
-	_, _, err = engine.References("view", json.RawMessage(`{"object":42}`))
+	_, err = engine.Compile("object", "task", json.RawMessage(`{"fields":[{"name":"subject"}]}`))
+	fmt.Println(err)
+	_, err = engine.Compile("view", "all", json.RawMessage(`{"object":42}`))
 	fmt.Println(err)
 	// Output:
-	// [users account] crm <nil>
-	// object must be a string
+	// [datasource crm object account object users] crm 4 <nil>
+	// fields must be a JSON object, not an array
+	// object must be a string, not a number
 }

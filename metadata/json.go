@@ -1,0 +1,292 @@
+package metadata
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"unicode/utf8"
+)
+
+// The body is validated once (json.Valid); everything below walks the
+// validated bytes with a small scanner, so that parsing costs one pass per
+// level the rules descend into, with no decoding of members they skip.
+
+// obj is a JSON object whose members are still raw, with the path it sits
+// at in the body ("" for the body itself).
+type obj struct {
+	path string
+	es   []entry // in body order; a repeated key appears each time
+}
+
+// entry is one member of a JSON object.
+type entry struct {
+	key string
+	val []byte
+}
+
+// kindOf names the JSON kind of a raw value for messages.
+func kindOf(raw []byte) string {
+	if len(raw) == 0 {
+		return "empty"
+	}
+	switch raw[0] {
+	case '{':
+		return "an object"
+	case '[':
+		return "an array"
+	case '"':
+		return "a string"
+	case 't', 'f':
+		return "a boolean"
+	case 'n':
+		return "null"
+	default:
+		return "a number"
+	}
+}
+
+// decodeBody validates the body, which must be one JSON object.
+func decodeBody(body []byte) (obj, error) {
+	t := bytes.TrimSpace(body)
+	if len(t) == 0 || t[0] != '{' {
+		return obj{}, faultf("", "metadata is not a JSON object")
+	}
+	if !json.Valid(t) {
+		var v any
+		err := json.Unmarshal(t, &v) // only to say where
+		return obj{}, faultf("", "metadata is not valid JSON: %s", jsonError(err))
+	}
+	return obj{es: members(t)}, nil
+}
+
+func jsonError(err error) string {
+	if se, ok := err.(*json.SyntaxError); ok {
+		return fmt.Sprintf("%v (at byte %d)", se, se.Offset)
+	}
+	if err == nil {
+		return "invalid"
+	}
+	return err.Error()
+}
+
+// asObject reads raw (valid JSON) as the object at path.
+func asObject(raw []byte, path string) (obj, error) {
+	if len(raw) == 0 || raw[0] != '{' {
+		return obj{}, faultf(path, "must be a JSON object, not %s", kindOf(raw))
+	}
+	return obj{path: path, es: members(raw)}, nil
+}
+
+// get returns the value of key (the last one if it repeats).
+func (o obj) get(key string) ([]byte, bool) {
+	for i := len(o.es) - 1; i >= 0; i-- {
+		if o.es[i].key == key {
+			return o.es[i].val, true
+		}
+	}
+	return nil, false
+}
+
+// has reports whether key is present and not null.
+func (o obj) has(key string) bool {
+	raw, ok := o.get(key)
+	return ok && raw[0] != 'n'
+}
+
+func (o obj) at(key string) string { return member(o.path, key) }
+
+// str reads key as a string; ok is false when it is absent or null.
+func (o obj) str(key string) (s string, ok bool, err error) {
+	raw, ok := o.get(key)
+	if !ok || raw[0] == 'n' {
+		return "", false, nil
+	}
+	if raw[0] != '"' {
+		return "", false, faultf(o.at(key), "must be a string, not %s", kindOf(raw))
+	}
+	return unquote(raw), true, nil
+}
+
+// name reads key as an optional name: absent, null or blank give "".
+func (o obj) name(key string) (string, error) {
+	s, _, err := o.str(key)
+	if err != nil || blank(s) {
+		return "", err
+	}
+	return s, nil
+}
+
+// boolean reads key as a boolean, def when absent or null.
+func (o obj) boolean(key string, def bool) (bool, error) {
+	raw, ok := o.get(key)
+	switch {
+	case !ok || raw[0] == 'n':
+		return def, nil
+	case raw[0] == 't':
+		return true, nil
+	case raw[0] == 'f':
+		return false, nil
+	}
+	return false, faultf(o.at(key), "must be true or false, not %s", kindOf(raw))
+}
+
+// object reads key as a nested object; ok is false when absent or null.
+func (o obj) object(key string) (obj, bool, error) {
+	raw, ok := o.get(key)
+	if !ok || raw[0] == 'n' {
+		return obj{}, false, nil
+	}
+	n, err := asObject(raw, o.at(key))
+	return n, err == nil, err
+}
+
+// array reads key as an array of raw elements; nil when absent or null.
+func (o obj) array(key string) ([][]byte, error) {
+	raw, ok := o.get(key)
+	if !ok || raw[0] == 'n' {
+		return nil, nil
+	}
+	if raw[0] != '[' {
+		return nil, faultf(o.at(key), "must be an array, not %s", kindOf(raw))
+	}
+	return elements(raw), nil
+}
+
+// mapOf reads key as an object used as a map (name → value) and returns
+// its members in body order, nil when absent or null. A repeated key keeps
+// its first position and its last value, as JavaScript's JSON.parse does.
+func (o obj) mapOf(key string) ([]entry, error) {
+	raw, ok := o.get(key)
+	if !ok || raw[0] == 'n' {
+		return nil, nil
+	}
+	if raw[0] != '{' {
+		return nil, faultf(o.at(key), "must be a JSON object, not %s", kindOf(raw))
+	}
+	return dedupe(members(raw)), nil
+}
+
+// dedupe keeps each key once, at its first position with its last value.
+func dedupe(es []entry) []entry {
+	if len(es) < 2 {
+		return es
+	}
+	pos := make(map[string]int, len(es))
+	out := make([]entry, 0, len(es))
+	for _, e := range es {
+		if i, dup := pos[e.key]; dup {
+			out[i].val = e.val
+			continue
+		}
+		pos[e.key] = len(out)
+		out = append(out, e)
+	}
+	return out
+}
+
+// members lists the members of the object b, which must be valid JSON
+// starting with '{'.
+func members(b []byte) []entry {
+	var es []entry
+	i := skipWS(b, 1)
+	for i < len(b) && b[i] != '}' {
+		kEnd := stringEnd(b, i)
+		key := unquote(b[i:kEnd])
+		i = skipWS(b, kEnd) + 1 // ':'
+		i = skipWS(b, i)
+		vEnd := valueEnd(b, i)
+		es = append(es, entry{key: key, val: b[i:vEnd]})
+		i = skipWS(b, vEnd)
+		if i < len(b) && b[i] == ',' {
+			i = skipWS(b, i+1)
+		}
+	}
+	return es
+}
+
+// elements lists the elements of the array b, which must be valid JSON
+// starting with '['.
+func elements(b []byte) [][]byte {
+	var out [][]byte
+	i := skipWS(b, 1)
+	for i < len(b) && b[i] != ']' {
+		end := valueEnd(b, i)
+		out = append(out, b[i:end])
+		i = skipWS(b, end)
+		if i < len(b) && b[i] == ',' {
+			i = skipWS(b, i+1)
+		}
+	}
+	return out
+}
+
+func skipWS(b []byte, i int) int {
+	for i < len(b) {
+		switch b[i] {
+		case ' ', '\t', '\n', '\r':
+			i++
+		default:
+			return i
+		}
+	}
+	return i
+}
+
+// stringEnd returns the index after the string starting at b[i] == '"'.
+func stringEnd(b []byte, i int) int {
+	for j := i + 1; j < len(b); j++ {
+		switch b[j] {
+		case '\\':
+			j++
+		case '"':
+			return j + 1
+		}
+	}
+	return len(b)
+}
+
+// valueEnd returns the index after the value starting at b[i].
+func valueEnd(b []byte, i int) int {
+	switch b[i] {
+	case '"':
+		return stringEnd(b, i)
+	case '{', '[':
+		depth := 0
+		for j := i; j < len(b); j++ {
+			switch b[j] {
+			case '"':
+				j = stringEnd(b, j) - 1
+			case '{', '[':
+				depth++
+			case '}', ']':
+				depth--
+				if depth == 0 {
+					return j + 1
+				}
+			}
+		}
+		return len(b)
+	default:
+		j := i
+		for j < len(b) {
+			switch b[j] {
+			case ',', '}', ']', ' ', '\t', '\n', '\r':
+				return j
+			}
+			j++
+		}
+		return j
+	}
+}
+
+// unquote decodes the JSON string q (valid, quotes included) as
+// encoding/json does: invalid UTF-8 becomes U+FFFD.
+func unquote(q []byte) string {
+	in := q[1 : len(q)-1]
+	if bytes.IndexByte(in, '\\') < 0 && utf8.Valid(in) {
+		return string(in)
+	}
+	var s string
+	_ = json.Unmarshal(q, &s) // q is valid JSON
+	return s
+}

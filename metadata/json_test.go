@@ -1,0 +1,88 @@
+package metadata
+
+import (
+	"bytes"
+	"encoding/json"
+	"testing"
+)
+
+// The scanner reads any valid JSON object as encoding/json does: same
+// members (last value of a repeated key), same values, same strings.
+func FuzzMembers(f *testing.F) {
+	for _, s := range []string{
+		`{}`, `{"a":1,"b":[1,{"c":"}"}],"a":"x\"y"}`, ` { "k" : null , "\u00e9\\" : true } `,
+		`{"a":{"b":{"c":[[],{}]}},"d":-1.5e3,"e":"\ud800","f":"` + "\xff" + `"}`,
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		t1 := bytes.TrimSpace(b)
+		if !json.Valid(t1) || len(t1) == 0 || t1[0] != '{' {
+			return
+		}
+		var want map[string]json.RawMessage
+		if err := json.Unmarshal(t1, &want); err != nil {
+			t.Fatal(err)
+		}
+		got := dedupe(members(t1))
+		if len(got) != len(want) {
+			t.Fatalf("%d members, want %d", len(got), len(want))
+		}
+		for _, e := range got {
+			w, ok := want[e.key]
+			if !ok || !bytes.Equal(e.val, bytes.TrimSpace(w)) {
+				t.Fatalf("member %q = %s, want %s", e.key, e.val, w)
+			}
+			if e.val[0] == '"' {
+				var s string
+				_ = json.Unmarshal(e.val, &s)
+				if unquote(e.val) != s {
+					t.Fatalf("unquote(%s) = %q, want %q", e.val, unquote(e.val), s)
+				}
+			}
+			if e.val[0] == '[' {
+				var elems []json.RawMessage
+				_ = json.Unmarshal(e.val, &elems)
+				got := elements(e.val)
+				if len(got) != len(elems) {
+					t.Fatalf("elements(%s) = %d, want %d", e.val, len(got), len(elems))
+				}
+				for i := range got {
+					if !bytes.Equal(got[i], bytes.TrimSpace(elems[i])) {
+						t.Fatalf("element %d = %s, want %s", i, got[i], elems[i])
+					}
+				}
+			}
+		}
+	})
+}
+
+func FuzzParse(f *testing.F) {
+	for _, s := range []struct{ typ, body string }{
+		{"object", `{"fields":{"a":{"type":"lookup","reference":"b"}},"listViews":{"x":{"data":{"object":"c"}}}}`},
+		{"flow", `{"nodes":[{"type":"parallel","config":{"branches":[{"nodes":[{"type":"get_record","config":{"object":"x"}}]}]}}]}`},
+		{"permission", `{"objects":{"*":{}},"fields":{"a.b":{}}}`},
+		{"connector", `{"enabled":false,"auth":{"type":"bearer","credentialRef":"t"}}`},
+		{"datasource", `{"active":true,"external":{"credentialsRef":"sys_secret:s"}}`},
+		{"hook", `{"object":["a","*"]}`},
+		{"report", `{"blocks":[{"dataset":"d"}]}`},
+	} {
+		f.Add(s.typ, []byte(s.body))
+	}
+	f.Fuzz(func(t *testing.T, typ string, body []byte) {
+		it, err := Parse(typ, "n", body, Limits{})
+		if err != nil {
+			if _, ok := err.(*Fault); !ok || len(err.Error()) > 400 {
+				t.Fatalf("Parse error %T %q", err, err)
+			}
+			return
+		}
+		seen := map[Ref]bool{}
+		for _, r := range it.Refs {
+			if seen[r] || blank(r.Name) {
+				t.Fatalf("bad refs %v", it.Refs)
+			}
+			seen[r] = true
+		}
+	})
+}

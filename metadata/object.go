@@ -1,0 +1,75 @@
+package metadata
+
+// The field types whose reference names another object.
+var referenceTypes = map[string]bool{"lookup": true, "master_detail": true, "tree": true}
+
+// primaryDatasource is the datasource every node has built in: an object
+// in it names no datasource item.
+const primaryDatasource = "default"
+
+// object: fields is a map of field name to field; lookup, master_detail
+// and tree fields reference an object, a roll-up summary its child object;
+// the object's datasource (other than the primary "default") is a
+// reference; built-in list views bind objects like a view's do.
+func (p *parser) object() error {
+	o := &Object{}
+	p.item.Object = o
+	ds, err := p.root.name("datasource")
+	if err != nil {
+		return err
+	}
+	if ds != "" && ds != primaryDatasource {
+		o.Datasource = ds
+		p.refs.add(RefDatasource, ds)
+	}
+	es, err := p.root.mapOf("fields")
+	if err != nil {
+		return err
+	}
+	if len(es) > 0 {
+		o.Fields = make([]Field, 0, len(es))
+	}
+	for _, e := range es {
+		f, err := p.field(e)
+		if err != nil {
+			return err
+		}
+		o.Fields = append(o.Fields, f)
+	}
+	return eachObject(p.root, "listViews", p.listView)
+}
+
+func (p *parser) field(e entry) (Field, error) {
+	fo, err := asObject(e.val, member("fields", e.key))
+	if err != nil {
+		return Field{}, err
+	}
+	f := Field{Name: e.key}
+	typ, ok, err := fo.str("type")
+	if err != nil {
+		return Field{}, err
+	}
+	if !ok || blank(typ) {
+		return Field{}, faultf(fo.at("type"), "is required")
+	}
+	f.Type = typ
+	// A relationship field without a target is refused by the platform's
+	// authoring schema but exists in rows written before that rule; it
+	// names nothing, so there is nothing to resolve.
+	ref, err := fo.name("reference")
+	if err != nil {
+		return Field{}, err
+	}
+	if ref != "" && referenceTypes[typ] {
+		f.Reference = ref
+		p.refs.add(RefObject, ref)
+	}
+	if sum, ok, err := fo.object("summaryOperations"); err != nil {
+		return Field{}, err
+	} else if ok {
+		if err := p.named(sum, "object", RefObject); err != nil {
+			return Field{}, err
+		}
+	}
+	return f, nil
+}

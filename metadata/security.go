@@ -1,0 +1,75 @@
+package metadata
+
+import "strings"
+
+// wildcard is the target that means every object: it names no item.
+const wildcard = "*"
+
+// hook: object names the hook's target, one object or several; it is
+// required, and an empty target is refused rather than read as every
+// object ("*" says that explicitly).
+func (p *parser) hook() error {
+	path := p.root.at("object")
+	if !p.root.has("object") {
+		return faultf(path, "is required")
+	}
+	raw, _ := p.root.get("object")
+	var names []string
+	if raw[0] == '[' {
+		elems := elements(raw)
+		if len(elems) == 0 {
+			return faultf(path, "must name at least one object")
+		}
+		names = make([]string, len(elems))
+		for i, e := range elems {
+			if e[0] != '"' {
+				return faultf(index(path, i), "must be a string, not %s", kindOf(e))
+			}
+			names[i] = unquote(e)
+		}
+	} else {
+		s, _, err := p.root.str("object")
+		if err != nil {
+			return faultf(path, "must be a string or an array of strings, not %s", kindOf(raw))
+		}
+		names = []string{s}
+	}
+	for _, n := range names {
+		if blank(n) {
+			return faultf(path, "must name at least one object")
+		}
+		if n != wildcard {
+			p.refs.add(RefObject, n)
+		}
+	}
+	return nil
+}
+
+// permission: the keys of objects name objects; the keys of fields are
+// "object.field" and name the object part. "*" grants every object and
+// names none.
+func (p *parser) permission() error {
+	objs, err := p.root.mapOf("objects")
+	if err != nil {
+		return err
+	}
+	for _, e := range objs {
+		if !blank(e.key) && e.key != wildcard {
+			p.refs.add(RefObject, e.key)
+		}
+	}
+	fields, err := p.root.mapOf("fields")
+	if err != nil {
+		return err
+	}
+	for _, e := range fields {
+		o, _, ok := strings.Cut(e.key, ".")
+		if !ok || blank(o) {
+			return faultf(member(p.root.at("fields"), e.key), "must be named \"object.field\"")
+		}
+		if o != wildcard {
+			p.refs.add(RefObject, o)
+		}
+	}
+	return nil
+}
