@@ -18,7 +18,6 @@ import (
 	"github.com/objectstack-fleet/reconciler/internal/coalesce"
 	"github.com/objectstack-fleet/reconciler/internal/config"
 	"github.com/objectstack-fleet/reconciler/reconcile"
-	"github.com/objectstack-fleet/reconciler/snapshot"
 )
 
 // LatestDriftFile is the name of the newest report in drift.dir.
@@ -27,6 +26,11 @@ const LatestDriftFile = "latest.json"
 // keepDriftFiles bounds how many timestamped reports drift.dir keeps.
 const keepDriftFiles = 100
 
+// driftStore keeps each replica's latest drift report.
+type driftStore interface {
+	WriteDrift(ctx context.Context, replicaID string, at time.Time, report json.RawMessage) error
+}
+
 // driftWriter writes drift reports: a timestamped file and latest.json in
 // drift.dir (each written atomically, readable by the daemon's user only),
 // the store's row, one log line and the blockers gauge (the loop's Drift
@@ -34,7 +38,7 @@ const keepDriftFiles = 100
 // written share it: one relist of the store, one file.
 type driftWriter struct {
 	rec     *reconcile.Reconciler
-	store   snapshot.Source
+	store   driftStore
 	replica string
 	metrics *reconcile.Metrics
 	log     *slog.Logger

@@ -321,7 +321,7 @@ func (d *decoder) str(key string) string {
 const (
 	// MinPollInterval is the shortest poll.interval: every poll is a
 	// query, and a heartbeat is written every five polls.
-	MinPollInterval = 100 * time.Millisecond
+	MinPollInterval = 50 * time.Millisecond
 	// MinResyncInterval is the shortest resync.interval other than 0.
 	MinResyncInterval = time.Second
 )
