@@ -79,7 +79,7 @@ func (db *benchDB) seed(ctx context.Context, n int) error {
 		hi := min(lo+batch-1, n)
 		_, err := c.Exec(ctx, `INSERT INTO sys_metadata (id, type, name, metadata)
 SELECT 'o' || x, 'object', 'obj' || x,
-  ('{"label":"Object ' || x || '","fields":[{"name":"name","type":"text"},{"name":"amount","type":"currency"},{"name":"parent","type":"lookup","reference":"obj' || ((x % 100) + 1) || '"}]}')::jsonb
+  ('{"label":"Object ' || x || '","fields":{"name":{"type":"text"},"amount":{"type":"currency"},"parent":{"type":"lookup","reference":"obj' || ((x % 100) + 1) || '"}}}')::jsonb
 FROM generate_series($1::int, $2::int) x`, lo, hi)
 		if err != nil {
 			return fmt.Errorf("seed %s rows %d-%d: %w", db.name, lo, hi, err)

@@ -22,9 +22,9 @@ type badRow struct {
 
 func badRows() []badRow {
 	huge := strings.Repeat("x", 4<<20)
-	manyFields := make([]map[string]string, 20000)
-	for i := range manyFields {
-		manyFields[i] = map[string]string{"name": fmt.Sprintf("f%d", i), "type": "text"}
+	manyFields := make(map[string]map[string]string, 20000)
+	for i := range 20000 {
+		manyFields[fmt.Sprintf("f%d", i)] = map[string]string{"type": "text"}
 	}
 	wide, _ := json.Marshal(map[string]any{"fields": manyFields})
 	deep := strings.Repeat(`{"a":`, 500) + "1" + strings.Repeat("}", 500)
@@ -39,18 +39,19 @@ func badRows() []badRow {
 		e("object", "json_null", `null`, "held", ""),
 		e("object", "json_string", `"just a string"`, "held", ""),
 		e("object", "fields_wrong_type", `{"fields":"name,email"}`, "held", "fields"),
-		e("object", "field_name_number", `{"fields":[{"name":5,"type":"text"}]}`, "held", "name"),
+		e("object", "fields_array", `{"fields":[{"name":"a","type":"text"}]}`, "held", "fields"),
+		e("object", "field_type_number", `{"fields":{"a":{"type":5}}}`, "held", "type"),
 		e("view", "object_number", `{"object":42}`, "held", "object"),
 		e("view", "missing_ref", `{"object":"no_such_object"}`, "held", "no_such_object"),
-		e("flow", "trigger_wrong_type", `{"trigger":"on create"}`, "held", "trigger"),
-		e("object", "huge_body", `{"fields":[],"blob":"`+huge+`"}`, "ready", ""),
+		e("flow", "nodes_wrong_type", `{"nodes":"start"}`, "held", "nodes"),
+		e("object", "huge_body", `{"fields":{},"blob":"`+huge+`"}`, "held", "engine.max_body_bytes"),
 		e("object", "wide_body", string(wide), "ready", ""),
 		e("widget", "deep", deep, "ready", ""),
-		e("object", "cyc_a", `{"fields":[{"name":"b","type":"lookup","reference":"cyc_b"}]}`, "ready", ""),
-		e("object", "cyc_b", `{"fields":[{"name":"a","type":"lookup","reference":"cyc_a"}]}`, "ready", ""),
-		e("object", "self_ref", `{"fields":[{"name":"parent","type":"lookup","reference":"self_ref"}]}`, "ready", ""),
-		e("object", "ünï\tcödé\n😀\u202e", `{"fields":[]}`, "ready", ""),
-		e("object", "'; DROP TABLE sys_metadata; --", `{"fields":[{"name":"x'); DELETE FROM sys_datasource; --","type":"text"}]}`, "ready", ""),
+		e("object", "cyc_a", `{"fields":{"b":{"type":"lookup","reference":"cyc_b"}}}`, "ready", ""),
+		e("object", "cyc_b", `{"fields":{"a":{"type":"lookup","reference":"cyc_a"}}}`, "ready", ""),
+		e("object", "self_ref", `{"fields":{"parent":{"type":"lookup","reference":"self_ref"}}}`, "ready", ""),
+		e("object", "ünï\tcödé\n😀\u202e", `{"fields":{}}`, "ready", ""),
+		e("object", "'; DROP TABLE sys_metadata; --", `{"fields":{"x'); DELETE FROM sys_datasource; --":{"type":"text"}}}`, "ready", ""),
 		e("view", "Robert') OR 1=1 --", `{"object":"' OR ''='"}`, "held", ""),
 		e("gizmo", "unknown_type", `{"anything":[1,{"b":null}]}`, "ready", ""),
 		c("mcp_conn", `{"provider":"mcp","providerConfig":{"baseUrl":"http://127.0.0.1:1"},"auth":{"type":"none"}}`, "held", "mcp"),
@@ -114,8 +115,8 @@ func testBadRows(t *testing.T, r *rig, url string) {
 		execSQL(t, url, `INSERT INTO sys_metadata (id, type, name, metadata) VALUES ($1, $2, $3, $4)`, fmt.Sprintf("bad%d", i), b.typ, b.name, b.body)
 		want[ref{b.kind, b.key}] = b
 	}
-	execSQL(t, url, `INSERT INTO sys_metadata (id, organization_id, type, name, metadata) VALUES ('org1', 'org "x"', 'object', 'o0', '{"fields":[]}')`)
-	execSQL(t, url, `INSERT INTO sys_metadata (id, type, name, metadata, checksum) VALUES ('sum', 'object', 'bad_checksum', '{"fields":[]}', 'sha256:00')`)
+	execSQL(t, url, `INSERT INTO sys_metadata (id, organization_id, type, name, metadata) VALUES ('org1', 'org "x"', 'object', 'o0', '{"fields":{}}')`)
+	execSQL(t, url, `INSERT INTO sys_metadata (id, type, name, metadata, checksum) VALUES ('sum', 'object', 'bad_checksum', '{"fields":{}}', 'sha256:00')`)
 	want[ref{"engine", "object/bad_checksum"}] = badRow{want: "held", reason: "checksum"}
 	dsRows := []struct{ name, driver, config, pool, reason string }{
 		{"ds_oracle", "oracle", `{}`, `{}`, "oracle"},
@@ -157,7 +158,7 @@ func testBadRows(t *testing.T, r *rig, url string) {
 	}
 
 	// Fixing a bad row heals it; the others are unaffected.
-	execSQL(t, url, `UPDATE sys_metadata SET metadata = '{"fields":[]}' WHERE id = 'bad0'`)
+	execSQL(t, url, `UPDATE sys_metadata SET metadata = '{"fields":{}}' WHERE id = 'bad0'`)
 	delete(want, ref{"engine", "object/not_an_object"})
 	results.wrote(1)
 	r.converge(url, d)

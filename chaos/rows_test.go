@@ -150,9 +150,9 @@ func connectorBody(baseURL, credRef, timeout string) string {
 }
 
 func objectBody(rnd *rand.Rand, refs ...string) string {
-	fields := []map[string]any{{"name": "name", "type": "text"}, {"name": fmt.Sprintf("f%d", rnd.IntN(1000)), "type": "number"}}
+	fields := map[string]any{"name": map[string]any{"type": "text"}, fmt.Sprintf("f%d", rnd.IntN(1000)): map[string]any{"type": "number"}}
 	for _, r := range refs {
-		fields = append(fields, map[string]any{"name": "ref_" + r, "type": "lookup", "reference": r})
+		fields["ref_"+r] = map[string]any{"type": "lookup", "reference": r}
 	}
 	b, _ := json.Marshal(map[string]any{"label": fmt.Sprintf("v%d", rnd.IntN(1<<30)), "fields": fields})
 	return string(b)

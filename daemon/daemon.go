@@ -15,6 +15,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
 	"github.com/objectstack-fleet/reconciler/daemon/statusapi"
+	"github.com/objectstack-fleet/reconciler/drivers/replica"
 	"github.com/objectstack-fleet/reconciler/internal/config"
 	"github.com/objectstack-fleet/reconciler/reconcile"
 	"github.com/objectstack-fleet/reconciler/snapshot"
@@ -159,6 +160,11 @@ func restartKeys(a, b *config.Config) []string {
 	add(config.KeyWebhookSecretEnv, a.WebhookSecretEnv != b.WebhookSecretEnv)
 	add(config.KeyExecCommand, !slices.Equal(a.ExecCommand, b.ExecCommand))
 	add(config.KeyLogFormat, a.LogFormat != b.LogFormat)
+	add(config.KeyReplicaURL, a.ReplicaURL != b.ReplicaURL)
+	add(config.KeyReplicaTokenEnv, a.ReplicaTokenEnv != b.ReplicaTokenEnv)
+	add(config.KeyReplicaBusURL, a.ReplicaBusURL != b.ReplicaBusURL)
+	add(config.KeyReplicaBusPrefix, a.ReplicaBusPrefix != b.ReplicaBusPrefix)
+	add(config.KeyReplicaOrigin, a.ReplicaOrigin != b.ReplicaOrigin)
 	return out
 }
 
@@ -195,11 +201,20 @@ func (d *Daemon) Run(ctx context.Context) error {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	metrics := reconcile.NewMetrics(reg)
+	replicaMetrics := replica.NewMetrics(reg)
 
 	notifier, notifyRunners, err := d.notifier(cfg)
 	if err != nil {
 		return err
 	}
+	drv, closeBus, err := d.replicaDriver(cfg, replicaMetrics)
+	if err != nil {
+		return err
+	}
+	if closeBus != nil {
+		defer closeBus()
+	}
+	notifier, notifyRunners = withReplica(notifier, notifyRunners, drv)
 	hb := &heartbeater{store: store, version: d.opts.Version, log: log, every: 5 * cfg.PollInterval, wake: make(chan struct{}, 1)}
 	rec := reconcile.New(store, reconcile.Options{
 		ReplicaID:        cfg.ReplicaID,
@@ -213,6 +228,7 @@ func (d *Daemon) Run(ctx context.Context) error {
 		Metrics:          metrics,
 		Logger:           log,
 		OnPass:           hb.onPass,
+		ReplicaDrift:     replicaView{drv}.ReplicaDrift,
 	})
 	hb.rec = rec
 	drift, sched, err := d.startDrift(rec, store, cfg.ReplicaID, metrics)
@@ -227,6 +243,7 @@ func (d *Daemon) Run(ctx context.Context) error {
 		WriteDrift: drift.write,
 		Version:    d.opts.Version,
 		Store:      snapshot.RedactURL(cfg.StoreURL),
+		Replica:    replicaView{drv},
 		Logger:     log,
 	}))
 	if err != nil {

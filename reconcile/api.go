@@ -32,6 +32,9 @@ type Options struct {
 	// OnPass, if set, is called after every pass (from the loop goroutine;
 	// must not block for long).
 	OnPass func(PassResult)
+	// ReplicaDrift, if set, gives the replica part of drift reports (what
+	// the replica beside this sidecar does not serve yet).
+	ReplicaDrift func() any
 }
 
 // Trigger names why a pass ran (label of reconciler_passes_total).
@@ -115,6 +118,9 @@ type DriftReport struct {
 	Missing            []DriftItem    `json:"missing"`
 	ChecksumMismatches []DriftItem    `json:"checksum_mismatches"`
 	Stall              snapshot.Stall `json:"stall"`
+	// ReplicaSync is what the replica beside this sidecar does not serve
+	// as the rows say (absent when no replica is driven).
+	ReplicaSync any `json:"replica_sync,omitempty"`
 }
 
 // Clean reports whether the report found no drift.

@@ -158,7 +158,7 @@ func TestThreeDaemonsPostgres(t *testing.T) {
 	ds[2].cmd.Process.Kill()
 	ds[2].wait(30 * time.Second)
 	snapshottest.Exec(t, url, `INSERT INTO sys_metadata (id, type, name, metadata) VALUES
-		('o1', 'object', 'account', '{"fields":[{"name":"name","type":"text"}]}'),
+		('o1', 'object', 'account', '{"fields":{"name":{"type":"text"}}}'),
 		('v1', 'view', 'all_accounts', '{"object":"account"}')`)
 	snapshottest.Exec(t, url, `UPDATE sys_connector_credential SET value = 'bad' WHERE ref = 'crm-token'`)
 	ds[2] = start("r3")
@@ -254,7 +254,7 @@ replica_id: sig
 	}
 	d.token = "tok-e2e"
 
-	snapshottest.Exec(t, url, `INSERT INTO sys_metadata (id, type, name, metadata) VALUES ('o1', 'object', 'account', '{"fields":[]}')`)
+	snapshottest.Exec(t, url, `INSERT INTO sys_metadata (id, type, name, metadata) VALUES ('o1', 'object', 'account', '{"fields":{}}')`)
 	if _, ok := d.item("engine", "object/account"); ok {
 		t.Fatal("applied without a poll or a signal")
 	}

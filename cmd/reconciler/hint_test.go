@@ -18,7 +18,7 @@ func TestHintPostgres(t *testing.T) {
 		"--store.url", url, "--poll.interval", "1h", "--resync.interval", "0s", "--hint.listen=true", "--drift.dir", "./drift",
 	}})
 	eventually(t, 60*time.Second, "ready", func() bool { code, _ := d.request("GET", "/readyz"); return code == 200 })
-	snapshottest.Exec(t, url, `INSERT INTO sys_metadata (id, type, name, metadata) VALUES ('o1', 'object', 'account', '{"fields":[]}')`)
+	snapshottest.Exec(t, url, `INSERT INTO sys_metadata (id, type, name, metadata) VALUES ('o1', 'object', 'account', '{"fields":{}}')`)
 	took := eventually(t, 30*time.Second, "applied through the hint", func() bool {
 		it, ok := d.item("engine", "object/account")
 		return ok && it.State == "ready"

@@ -45,6 +45,17 @@ type Options struct {
 	Store   string
 	// Logger; default discards.
 	Logger *slog.Logger
+	// Replica, if set, adds the replica state of each item to /v1/items
+	// and a summary to /v1/status.
+	Replica Replica
+}
+
+// Replica is what the API shows of the replica beside the sidecar.
+type Replica interface {
+	// ItemReplica returns an entry's replica state (nil: none).
+	ItemReplica(kind registry.Kind, key string) any
+	// ReplicaSummary returns the replica's summary (nil: none).
+	ReplicaSummary() any
 }
 
 // StatusBody is the JSON of GET /v1/status.
@@ -52,6 +63,16 @@ type StatusBody struct {
 	reconcile.Status
 	Version string `json:"version"`
 	Store   string `json:"store"`
+	// Replica summarizes the replica's state (absent: no replica driven).
+	Replica any `json:"replica,omitempty"`
+}
+
+// Item is one entry of GET /v1/items.
+type Item struct {
+	registry.Entry
+	// Replica is the entry's state on the replica beside the sidecar
+	// (absent: no replica driven).
+	Replica any `json:"replica,omitempty"`
 }
 
 // Triggered is the JSON of POST /v1/reconcile and /v1/resync.
@@ -137,7 +158,11 @@ func (h *handler) metrics() http.Handler {
 }
 
 func (h *handler) status(w http.ResponseWriter, _ *http.Request) {
-	writeJSON(w, http.StatusOK, StatusBody{Status: h.o.Backend.Status(), Version: h.o.Version, Store: h.o.Store})
+	body := StatusBody{Status: h.o.Backend.Status(), Version: h.o.Version, Store: h.o.Store}
+	if h.o.Replica != nil {
+		body.Replica = h.o.Replica.ReplicaSummary()
+	}
+	writeJSON(w, http.StatusOK, body)
 }
 
 func (h *handler) items(w http.ResponseWriter, r *http.Request) {
@@ -167,10 +192,14 @@ func (h *handler) items(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	entries := h.o.Backend.Registries().List(kind, state)
-	if entries == nil {
-		entries = []registry.Entry{}
+	items := make([]Item, len(entries))
+	for i, e := range entries {
+		items[i] = Item{Entry: e}
+		if h.o.Replica != nil {
+			items[i].Replica = h.o.Replica.ItemReplica(e.Kind, e.Key)
+		}
 	}
-	writeJSON(w, http.StatusOK, entries)
+	writeJSON(w, http.StatusOK, items)
 }
 
 func (h *handler) reconcile(w http.ResponseWriter, _ *http.Request) {

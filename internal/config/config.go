@@ -48,6 +48,12 @@ type Config struct {
 	LogLevel         slog.Level
 	LogFormat        string // "text" or "json"
 
+	ReplicaURL       string // "" = no replica driving
+	ReplicaTokenEnv  string
+	ReplicaBusURL    string
+	ReplicaBusPrefix string
+	ReplicaOrigin    string
+
 	// File is the file the configuration was read from ("" for none).
 	File string
 }
@@ -219,6 +225,11 @@ func decode(v *viper.Viper) (*Config, error) {
 		WebhookSecretEnv: d.str(KeyWebhookSecretEnv),
 		ExecCommand:      d.argv(KeyExecCommand),
 		LogFormat:        strings.ToLower(d.str(KeyLogFormat)),
+		ReplicaURL:       d.str(KeyReplicaURL),
+		ReplicaTokenEnv:  d.str(KeyReplicaTokenEnv),
+		ReplicaBusURL:    d.str(KeyReplicaBusURL),
+		ReplicaBusPrefix: d.str(KeyReplicaBusPrefix),
+		ReplicaOrigin:    d.str(KeyReplicaOrigin),
 	}
 	if c.ReplicaID == "" {
 		h, err := os.Hostname()
@@ -245,6 +256,7 @@ func decode(v *viper.Viper) (*Config, error) {
 			d.fail(KeyWebhookURL, "want an http:// or https:// URL")
 		}
 	}
+	d.checkReplica(c)
 	lvl := strings.ToLower(d.str(KeyLogLevel))
 	switch lvl {
 	case "debug":
@@ -435,6 +447,32 @@ func checkListen(s string) error {
 		return fmt.Errorf("bad port %q", port)
 	}
 	return nil
+}
+
+// checkReplica validates the replica.* keys and fills in the origin.
+func (d *decoder) checkReplica(c *Config) {
+	if c.ReplicaOrigin == "" {
+		c.ReplicaOrigin = "reconciler:" + c.ReplicaID
+	}
+	d.check(KeyReplicaTokenEnv, checkEnvName(c.ReplicaTokenEnv))
+	if c.ReplicaBusPrefix == "" || strings.ContainsAny(c.ReplicaBusPrefix, " \t\r\n") {
+		d.fail(KeyReplicaBusPrefix, "want a non-empty prefix without spaces (the platform's default is os:)")
+	}
+	if c.ReplicaURL != "" {
+		u, err := url.Parse(c.ReplicaURL)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			d.fail(KeyReplicaURL, "want an http:// or https:// URL")
+		}
+		if c.ReplicaBusURL == "" {
+			d.fail(KeyReplicaBusURL, "required when replica.url is set (the platform's Redis bus, redis://HOST:PORT)")
+		}
+	}
+	if c.ReplicaBusURL != "" {
+		u, err := url.Parse(c.ReplicaBusURL)
+		if err != nil || (u.Scheme != "redis" && u.Scheme != "rediss") || u.Host == "" {
+			d.fail(KeyReplicaBusURL, "want a redis:// or rediss:// URL")
+		}
+	}
 }
 
 func checkEnvName(s string) error {

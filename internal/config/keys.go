@@ -27,6 +27,12 @@ const (
 	KeyExecCommand      = "notify.exec.command"
 	KeyLogLevel         = "log.level"
 	KeyLogFormat        = "log.format"
+
+	KeyReplicaURL       = "replica.url"
+	KeyReplicaTokenEnv  = "replica.token_env"
+	KeyReplicaBusURL    = "replica.bus.url"
+	KeyReplicaBusPrefix = "replica.bus.prefix"
+	KeyReplicaOrigin    = "replica.origin"
 )
 
 // DefaultStoreURL is the embedded SQLite store used when none is configured.
@@ -56,6 +62,11 @@ func Keys() []Key {
 		{KeyExecCommand, []string{}, "command (argv) run with the change set on stdin after every pass that changed something"},
 		{KeyLogLevel, "info", "debug, info, warn or error"},
 		{KeyLogFormat, "text", "text or json"},
+		{KeyReplicaURL, "", "HTTP base URL of the ObjectStack replica this sidecar drives through its lanes (empty: no replica driving)"},
+		{KeyReplicaTokenEnv, "", "name of the environment variable holding the replica's API key or session token (sent as a bearer token)"},
+		{KeyReplicaBusURL, "", "the platform's Redis bus: redis://HOST:PORT (required with replica.url)"},
+		{KeyReplicaBusPrefix, "os:", "the platform's bus key prefix (lanes are PUBLISHed on <prefix>ps:<channel>)"},
+		{KeyReplicaOrigin, "", "originNode of the lane messages (default: reconciler:<replica_id>)"},
 	}
 }
 

@@ -25,8 +25,8 @@ var (
 )
 
 // MaxDepth bounds the nesting of arrays and objects. The platform's
-// recursive canonicalizer runs out of stack at a few thousand levels, so no
-// checksum it wrote is deeper.
+// recursive canonicalizer runs out of stack far sooner (between 1,000 and
+// 5,000 levels on Node's default stack), so no checksum it wrote is deeper.
 const MaxDepth = 10000
 
 // Checksum returns the platform's checksum of body: "sha256:" and 64 lower

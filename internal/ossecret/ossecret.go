@@ -126,6 +126,9 @@ type Sealed struct {
 func (s Sealed) aad() []byte { return []byte(s.Namespace + "|" + s.Key) }
 
 func (s Sealed) check() error {
+	if s.KMSKeyID == "" {
+		return &Error{ID: s.ID, Kind: ErrUnsupported, Detail: "no kms_key_id (want local:…)"}
+	}
 	if !strings.HasPrefix(s.KMSKeyID, LocalPrefix) {
 		return &Error{ID: s.ID, Kind: ErrUnsupported, Detail: fmt.Sprintf("external KMS %q not supported", s.KMSKeyID)}
 	}

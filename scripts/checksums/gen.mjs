@@ -1,7 +1,9 @@
 // gen.mjs — regenerate checksum vectors from the platform's own function.
 //
-// Usage:
-//   OBJECTSTACK_NODE_MODULES=/path/to/node_modules node scripts/checksums/gen.mjs INPUT > OUTPUT.json
+// Usage (from the repository root):
+//   export OBJECTSTACK_NODE_MODULES=$(scripts/objectstack/install.sh)
+//   node scripts/checksums/gen.mjs internal/hashspec/testdata/checksums.json   # = the committed file
+//   node scripts/checksums/gen.mjs scripts/checksums/extra.jsonl > internal/hashspec/testdata/extra.json
 //
 // INPUT is either a vectors file (an object with a "vectors" array, such as
 // internal/hashspec/testdata/checksums.json) or JSON lines, one
@@ -13,10 +15,10 @@
 // exact text it hashed (canonicalize).
 //
 // OBJECTSTACK_NODE_MODULES is a node_modules directory (or a directory
-// holding one) where @objectstack/metadata-core 17.4.0 is installed, e.g.
+// holding one) where @objectstack/metadata-core 17.4.0 is installed: the
+// one scripts/objectstack/install.sh prints, or a folder where
 //   npm install --save-exact @objectstack/metadata-core@17.4.0
-// or the cache of scripts/objectstack/install.sh. The script refuses any
-// other version.
+// ran. The script refuses any other version.
 import { readFileSync, existsSync } from 'node:fs';
 import { join } from 'node:path';
 import { pathToFileURL } from 'node:url';

@@ -1,7 +1,8 @@
 // secret-vectors.mjs — sys_secret vectors sealed by the platform's own code.
 //
-// Usage:
-//   OBJECTSTACK_NODE_MODULES=/path/to/node_modules node scripts/checksums/secret-vectors.mjs > internal/ossecret/testdata/vectors.json
+// Usage (from the repository root):
+//   export OBJECTSTACK_NODE_MODULES=$(scripts/objectstack/install.sh)
+//   node scripts/checksums/secret-vectors.mjs > internal/ossecret/testdata/vectors.json
 //
 // Seals a few known plaintexts with LocalCryptoProvider of
 // @objectstack/service-settings 17.4.0 (the provider behind OS_SECRET_KEY)

@@ -1,0 +1,796 @@
+package replica
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/objectstack-fleet/reconciler/reconcile"
+	"github.com/objectstack-fleet/reconciler/registry"
+)
+
+// State is what the Driver knows of an entry on its replica.
+type State string
+
+// The replica states of an entry.
+const (
+	// StatePending: changed, not checked or published yet (the first
+	// publish waits a random moment so that sidecars spread out).
+	StatePending State = "pending"
+	// StateInSync: a probe saw the replica serve what the row says.
+	StateInSync State = "in-sync"
+	// StateNudged: published, and the replica did not agree yet (or could
+	// not be asked); nudged again with backoff.
+	StateNudged State = "nudged"
+	// StateStale: the replica holds an older copy that no lane updates;
+	// Remedy says what does.
+	StateStale State = "stale"
+	// StateUnverifiable: published, but the replica does not show whether
+	// it applied it.
+	StateUnverifiable State = "unverifiable"
+)
+
+// Status is an entry's replica state, as /v1/items shows it.
+type Status struct {
+	State    State     `json:"state"`
+	Attempts int       `json:"attempts,omitempty"` // messages published for the current change
+	Error    string    `json:"error,omitempty"`    // why the replica does not agree yet, or the last failure
+	Remedy   string    `json:"remedy,omitempty"`   // what brings a stale entry back
+	Since    time.Time `json:"since"`
+}
+
+// RestartRemedy is the remedy of a stale entry.
+const RestartRemedy = "restart the replica: ObjectStack 17.4 reloads flows and permission sets only at boot"
+
+// Defaults of Options.
+const (
+	DefaultJitter         = 300 * time.Millisecond
+	DefaultSettle         = 500 * time.Millisecond
+	DefaultWindow         = 2 * time.Second
+	DefaultMinBackoff     = 500 * time.Millisecond
+	DefaultMaxBackoff     = 30 * time.Second
+	DefaultHealthInterval = 2 * time.Second
+	DefaultConcurrency    = 4
+)
+
+// Options configure a Driver.
+type Options struct {
+	// URL is the replica's HTTP base URL.
+	URL string
+	// Token is sent as "Authorization: Bearer <token>" to the replica
+	// ("" for none). It is never printed.
+	Token string
+	// Bus carries the lane messages (nil: nothing is published; probes
+	// still report).
+	Bus Bus
+	// Prefix is the platform's bus key prefix (default "os:").
+	Prefix string
+	// Origin is the originNode of every message (required).
+	Origin string
+	// Client sends the probes (default: a client without a global timeout;
+	// each probe is bounded by itself).
+	Client *http.Client
+	// Jitter spreads first publishes: each waits up to this long at random
+	// and publishes nothing if another sidecar's message (or the replica)
+	// got there first.
+	Jitter time.Duration
+	// Settle is how long a message has to take effect before the replica
+	// is probed again.
+	Settle time.Duration
+	// Window: a message seen on the bus up to this long before the change
+	// was noticed still counts as telling the replica (other sidecars may
+	// notice a change up to a poll interval earlier).
+	Window time.Duration
+	// MinBackoff and MaxBackoff bound the wait between nudges.
+	MinBackoff, MaxBackoff time.Duration
+	// HealthInterval is how often the replica's health endpoint is read.
+	HealthInterval time.Duration
+	// Concurrency is how many entries are checked at once.
+	Concurrency int
+	// Metrics (nil: none).
+	Metrics *Metrics
+	// Logger (nil: discard).
+	Logger *slog.Logger
+}
+
+// class is how an entry's replica state can be observed.
+type class int
+
+const (
+	classBlind      class = iota // unobservable: publish once per change
+	classObject                  // data API + layers
+	classDatasource              // the datasource list
+	classFlow                    // automation route vs row: stale when older
+	classPermission              // layers code vs overlay: stale when older
+)
+
+// entry is one registry entry's replica state.
+type entry struct {
+	kind    registry.Kind
+	key     string
+	class   class
+	deleted bool
+	lanes   []lane
+
+	gen       uint64    // bumped by every change and heal: results of an older generation are dropped
+	coverFrom time.Time // a message for this entry seen at or after this told the replica
+	published bool      // this generation's lanes were published (or covered) once
+	attempts  int       // messages published in this generation
+	failures  int       // consecutive failed probes or publishes (backoff)
+	due       time.Time // next step; zero: nothing to do
+	running   bool      // a step is in flight
+	status    Status
+}
+
+// Driver drives one replica through the platform's lanes and verifies it.
+// It is a reconcile.Notifier: tell it every applied change; run it with
+// Run. Create it with New.
+type Driver struct {
+	opts   Options
+	log    *slog.Logger
+	probe  prober
+	bo     backoff
+	prefix string
+
+	mu       sync.Mutex
+	entries  map[registry.Ref]*entry
+	seen     map[string]time.Time // channel+address → when a message naming it was last seen
+	down     bool                 // the last health read failed
+	restarts int                  // replica restarts noticed
+	wake     chan struct{}
+}
+
+var _ reconcile.Notifier = (*Driver)(nil)
+
+// New returns a Driver. It does no I/O.
+func New(opts Options) (*Driver, error) {
+	if opts.URL == "" {
+		return nil, errors.New("replica url is empty")
+	}
+	if opts.Origin == "" {
+		return nil, errors.New("replica origin is empty")
+	}
+	if opts.Prefix == "" {
+		opts.Prefix = DefaultPrefix
+	}
+	if opts.Client == nil {
+		opts.Client = &http.Client{}
+	}
+	if opts.Jitter < 0 {
+		opts.Jitter = 0
+	} else if opts.Jitter == 0 {
+		opts.Jitter = DefaultJitter
+	}
+	def := func(d *time.Duration, v time.Duration) {
+		if *d <= 0 {
+			*d = v
+		}
+	}
+	def(&opts.Settle, DefaultSettle)
+	def(&opts.Window, DefaultWindow)
+	def(&opts.MinBackoff, DefaultMinBackoff)
+	def(&opts.MaxBackoff, DefaultMaxBackoff)
+	def(&opts.HealthInterval, DefaultHealthInterval)
+	if opts.Concurrency <= 0 {
+		opts.Concurrency = DefaultConcurrency
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	return &Driver{
+		opts:    opts,
+		log:     opts.Logger,
+		probe:   prober{base: strings.TrimRight(opts.URL, "/"), token: opts.Token, client: opts.Client},
+		bo:      backoff{min: opts.MinBackoff, max: max(opts.MaxBackoff, opts.MinBackoff)},
+		prefix:  opts.Prefix,
+		entries: map[registry.Ref]*entry{},
+		seen:    map[string]time.Time{},
+		wake:    make(chan struct{}, 1),
+	}, nil
+}
+
+// Notify takes the changes of one pass. It never blocks: each changed
+// entry is scheduled for its first check a random moment (up to Jitter)
+// from now.
+func (d *Driver) Notify(cs reconcile.ChangeSet) {
+	now := time.Now()
+	d.mu.Lock()
+	for _, c := range cs.Changes {
+		d.noteLocked(c, now)
+	}
+	d.countLocked()
+	d.mu.Unlock()
+	d.poke()
+}
+
+func (d *Driver) noteLocked(c reconcile.Change, now time.Time) {
+	ref := registry.Ref{Kind: c.Kind, Key: c.Key}
+	parts, err := parseKey(c.Kind, c.Key)
+	if err != nil {
+		d.log.Warn("replica: entry not driven", slog.String("kind", string(c.Kind)), slog.String("key", c.Key), slog.String("error", err.Error()))
+		return
+	}
+	deleted := c.Action == reconcile.ActionEvict
+	e := d.entries[ref]
+	if e == nil {
+		e = &entry{kind: c.Kind, key: c.Key}
+		d.entries[ref] = e
+	}
+	e.class = classify(c.Kind, parts)
+	e.deleted = deleted
+	e.lanes = lanesFor(c.Kind, parts, deleted)
+	d.restartLocked(e, now, now.Add(-d.opts.Window))
+}
+
+// restartLocked starts a new generation of e: checked (and published if
+// need be) again, first after a random wait.
+func (d *Driver) restartLocked(e *entry, now, coverFrom time.Time) {
+	e.gen++
+	e.coverFrom = coverFrom
+	e.published = false
+	e.attempts = 0
+	e.failures = 0
+	e.due = now.Add(spread(d.opts.Jitter))
+	e.status = Status{State: StatePending, Since: now}
+}
+
+// classify says how the replica shows an entry's state. Org-scoped items
+// never enter the replica's shared registry, so they are not probed.
+func classify(k registry.Kind, p keyParts) class {
+	switch k {
+	case registry.KindDatasource:
+		if p.Org == "" {
+			return classDatasource
+		}
+	case registry.KindEngine:
+		if p.Org != "" {
+			return classBlind
+		}
+		switch p.Type {
+		case "object":
+			return classObject
+		case "flow":
+			return classFlow
+		case "permission":
+			return classPermission
+		}
+	}
+	return classBlind
+}
+
+func (d *Driver) poke() {
+	select {
+	case d.wake <- struct{}{}:
+	default:
+	}
+}
+
+// Status returns the replica state of the entry (false: the Driver has not
+// been told about it).
+func (d *Driver) Status(kind registry.Kind, key string) (Status, bool) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	e, ok := d.entries[registry.Ref{Kind: kind, Key: key}]
+	if !ok {
+		return Status{}, false
+	}
+	return e.status, true
+}
+
+// Counts returns how many entries are in each replica state.
+func (d *Driver) Counts() map[State]int {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.countsLocked()
+}
+
+func (d *Driver) countsLocked() map[State]int {
+	out := make(map[State]int, len(States))
+	for _, s := range States {
+		out[s] = 0
+	}
+	for _, e := range d.entries {
+		out[e.status.State]++
+	}
+	return out
+}
+
+func (d *Driver) countLocked() {
+	if d.opts.Metrics == nil {
+		return
+	}
+	for s, n := range d.countsLocked() {
+		d.opts.Metrics.entries.WithLabelValues(string(s)).Set(float64(n))
+	}
+}
+
+// Run checks and nudges entries, watches the replica's health and observes
+// the bus until ctx ends. It returns nil when ctx ends.
+func (d *Driver) Run(ctx context.Context) error {
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	if d.opts.Bus != nil {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			d.observe(ctx)
+		}()
+	}
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		d.watchHealth(ctx)
+	}()
+	sem := make(chan struct{}, d.opts.Concurrency)
+	timer := time.NewTimer(time.Hour)
+	defer timer.Stop()
+	for {
+		next := d.dispatch(ctx, &wg, sem)
+		wait := time.Hour
+		if !next.IsZero() {
+			wait = max(time.Until(next), time.Millisecond)
+		}
+		timer.Reset(wait)
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-d.wake:
+		case <-timer.C:
+		}
+	}
+}
+
+// dispatch starts a step for every due entry (at most Concurrency at once,
+// waiting for a slot) and returns when the next not-yet-due one is due.
+func (d *Driver) dispatch(ctx context.Context, wg *sync.WaitGroup, sem chan struct{}) time.Time {
+	now := time.Now()
+	var due []*entry
+	var next time.Time
+	d.mu.Lock()
+	for _, e := range d.entries {
+		if e.due.IsZero() || e.running {
+			continue
+		}
+		if !e.due.After(now) {
+			e.running = true
+			due = append(due, e)
+			continue
+		}
+		if next.IsZero() || e.due.Before(next) {
+			next = e.due
+		}
+	}
+	d.mu.Unlock()
+	for _, e := range due {
+		select {
+		case sem <- struct{}{}:
+		case <-ctx.Done():
+			d.mu.Lock()
+			e.running = false
+			d.mu.Unlock()
+			continue
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			defer func() { <-sem }()
+			d.step(ctx, e)
+			d.poke()
+		}()
+	}
+	return next
+}
+
+// plan is a copy of what a step needs from an entry, taken under the lock.
+type plan struct {
+	ref       registry.Ref
+	class     class
+	deleted   bool
+	lanes     []lane
+	gen       uint64
+	coverFrom time.Time
+	published bool
+	attempts  int
+	failures  int
+}
+
+// step does one check (and publish, if need be) of an entry.
+func (d *Driver) step(ctx context.Context, e *entry) {
+	d.mu.Lock()
+	p := plan{ref: registry.Ref{Kind: e.kind, Key: e.key}, class: e.class, deleted: e.deleted, lanes: e.lanes,
+		gen: e.gen, coverFrom: e.coverFrom, published: e.published, attempts: e.attempts, failures: e.failures}
+	d.mu.Unlock()
+
+	out := d.decide(ctx, p)
+
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	e.running = false
+	if e.gen != p.gen || ctx.Err() != nil {
+		return // changed meanwhile: the new generation is already scheduled
+	}
+	e.published = out.published
+	e.attempts = out.attempts
+	e.failures = out.failures
+	e.due = out.due
+	if out.status.State != e.status.State || out.status.Error != e.status.Error || out.status.Attempts != e.status.Attempts {
+		if out.status.State == e.status.State {
+			out.status.Since = e.status.Since
+		} else {
+			out.status.Since = time.Now()
+		}
+		e.status = out.status
+	}
+	if e.deleted && e.due.IsZero() && (e.status.State == StateInSync || e.status.State == StateUnverifiable) {
+		delete(d.entries, p.ref) // the deletion reached the replica as far as anyone can tell
+	}
+	d.countLocked()
+}
+
+// outcome is what a step decided.
+type outcome struct {
+	status    Status
+	published bool
+	attempts  int
+	failures  int
+	due       time.Time // zero: done until the next change or restart
+}
+
+func (d *Driver) decide(ctx context.Context, p plan) outcome {
+	out := outcome{published: p.published, attempts: p.attempts, failures: p.failures}
+	now := time.Now()
+	var (
+		v      verdict
+		detail string
+		err    error
+	)
+	switch p.class {
+	case classBlind:
+		v = unobservable
+	case classFlow, classPermission:
+		if !p.published {
+			// The lane does not update these on 17.4, but it is the
+			// platform's message for the change: send it once, then look.
+			return d.publishOnce(ctx, p, out, now, StatePending)
+		}
+		v, detail, err = d.check(ctx, p)
+	default:
+		v, detail, err = d.check(ctx, p)
+	}
+	if err != nil {
+		out.failures++
+		out.due = now.Add(d.bo.after(out.failures))
+		out.status = Status{State: StateNudged, Attempts: out.attempts, Error: err.Error()}
+		if p.class == classFlow || p.class == classPermission {
+			out.status.State = StateUnverifiable
+		}
+		return out
+	}
+	out.failures = 0
+	switch v {
+	case inSync:
+		out.status = Status{State: StateInSync, Attempts: out.attempts}
+		out.due = time.Time{}
+		return out
+	case stale:
+		out.status = Status{State: StateStale, Attempts: out.attempts, Error: detail, Remedy: RestartRemedy}
+		out.due = time.Time{}
+		return out
+	case unobservable:
+		if p.published {
+			out.status = Status{State: StateUnverifiable, Attempts: out.attempts}
+			return out
+		}
+		return d.publishOnce(ctx, p, out, now, StateUnverifiable)
+	}
+	// lacks: unless a message naming the entry is already on its way,
+	// nudge, then look again after a while.
+	if last, ok := d.lastSeen(p); ok && !last.Before(p.coverFrom) && now.Before(last.Add(d.opts.Settle)) {
+		out.status = Status{State: StateNudged, Attempts: out.attempts, Error: detail}
+		out.due = last.Add(d.opts.Settle)
+		return out
+	}
+	if err := d.publish(ctx, p); err != nil {
+		out.failures++
+		out.status = Status{State: StateNudged, Attempts: out.attempts, Error: err.Error()}
+		out.due = now.Add(d.bo.after(out.failures))
+		return out
+	}
+	out.published = true
+	out.attempts++
+	out.status = Status{State: StateNudged, Attempts: out.attempts, Error: detail}
+	out.due = now.Add(max(d.opts.Settle, d.bo.after(out.attempts)-d.bo.min))
+	if out.attempts > 1 {
+		d.log.InfoContext(ctx, "replica nudged again", slog.String("kind", string(p.ref.Kind)), slog.String("key", p.ref.Key),
+			slog.Int("attempts", out.attempts), slog.String("reason", detail))
+	}
+	return out
+}
+
+// publishOnce publishes the entry's lanes once for this generation, unless
+// a message naming it was seen since the change; then the entry is in
+// state st (pending: looked at again after Settle).
+func (d *Driver) publishOnce(ctx context.Context, p plan, out outcome, now time.Time, st State) outcome {
+	if last, ok := d.lastSeen(p); !ok || last.Before(p.coverFrom) {
+		if err := d.publish(ctx, p); err != nil {
+			out.failures++
+			out.status = Status{State: StateNudged, Attempts: out.attempts, Error: err.Error()}
+			out.due = now.Add(d.bo.after(out.failures))
+			return out
+		}
+		out.attempts++
+	}
+	out.published = true
+	out.failures = 0
+	out.status = Status{State: st, Attempts: out.attempts}
+	if st == StatePending {
+		out.due = now.Add(d.opts.Settle)
+	}
+	return out
+}
+
+// check probes the replica's state of the entry.
+func (d *Driver) check(ctx context.Context, p plan) (verdict, string, error) {
+	parts, err := parseKey(p.ref.Kind, p.ref.Key)
+	if err != nil {
+		return 0, "", err
+	}
+	var v verdict
+	var detail string
+	switch p.class {
+	case classObject:
+		v, detail, err = d.probe.object(ctx, parts.Name, p.deleted)
+	case classDatasource:
+		v, detail, err = d.probe.datasource(ctx, parts.Name, p.deleted)
+	case classFlow:
+		v, detail, err = d.probe.flow(ctx, parts.Name, p.deleted)
+	case classPermission:
+		v, detail, err = d.probe.permission(ctx, parts.Name, p.deleted)
+	default:
+		v = unobservable
+	}
+	if m := d.opts.Metrics; m != nil {
+		r := v.String()
+		if err != nil {
+			r = "error"
+		}
+		m.verifications.WithLabelValues(r).Inc()
+	}
+	return v, detail, err
+}
+
+// lastSeen returns when a message naming the entry was last seen on the
+// bus (for an entry with several lanes, the oldest of them).
+func (d *Driver) lastSeen(p plan) (time.Time, bool) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	var out time.Time
+	for _, l := range p.lanes {
+		if l.Channel == ChannelAuthz {
+			continue // names no entry
+		}
+		t, ok := d.seen[l.Channel+"\x00"+l.Address]
+		if !ok {
+			return time.Time{}, false
+		}
+		if out.IsZero() || t.Before(out) {
+			out = t
+		}
+	}
+	return out, !out.IsZero()
+}
+
+// publish sends every lane message of the entry.
+func (d *Driver) publish(ctx context.Context, p plan) error {
+	if d.opts.Bus == nil {
+		return nil
+	}
+	for _, l := range p.lanes {
+		now := time.Now()
+		msg, err := l.encode(d.opts.Origin, now)
+		if err != nil {
+			return err
+		}
+		err = d.opts.Bus.Publish(ctx, d.prefix+"ps:"+l.Channel, msg)
+		if m := d.opts.Metrics; m != nil {
+			r := "ok"
+			if err != nil {
+				r = "error"
+			}
+			m.publishes.WithLabelValues(l.Channel, r).Inc()
+		}
+		if err != nil {
+			return fmt.Errorf("bus: %w", err)
+		}
+		if l.Channel != ChannelAuthz {
+			d.markSeen(l.Channel+"\x00"+l.Address, now)
+		}
+	}
+	return nil
+}
+
+func (d *Driver) markSeen(addr string, t time.Time) {
+	d.mu.Lock()
+	if t.After(d.seen[addr]) {
+		d.seen[addr] = t
+	}
+	d.mu.Unlock()
+}
+
+// observe records every lane message on the bus, so that a sidecar does
+// not repeat what another one already told the replicas.
+func (d *Driver) observe(ctx context.Context) {
+	channels := make([]string, len(Channels))
+	for i, c := range Channels {
+		channels[i] = d.prefix + "ps:" + c
+	}
+	for ctx.Err() == nil {
+		err := d.opts.Bus.Subscribe(ctx, channels, nil, func(channel string, msg []byte) {
+			o, ok := decodeObserved(strings.TrimPrefix(channel, d.prefix+"ps:"), msg)
+			if !ok {
+				return
+			}
+			if m := d.opts.Metrics; m != nil {
+				origin := "other"
+				if o.Origin == d.opts.Origin {
+					origin = "own"
+				}
+				m.observed.WithLabelValues(origin).Inc()
+			}
+			if o.Channel != ChannelAuthz {
+				d.markSeen(o.Channel+"\x00"+o.Address, time.Now())
+			}
+		})
+		if err == nil || ctx.Err() != nil {
+			return
+		}
+		d.log.WarnContext(ctx, "replica: bus subscription failed, retrying", slog.String("error", err.Error()))
+		t := time.NewTimer(d.opts.HealthInterval)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// watchHealth reads the replica's uptime every HealthInterval. When it
+// goes down (a restart), every entry is checked again: a restarted replica
+// does not reload run-time objects by itself.
+func (d *Driver) watchHealth(ctx context.Context) {
+	var last float64
+	known := false
+	t := time.NewTicker(d.opts.HealthInterval)
+	defer t.Stop()
+	for {
+		up, err := d.probe.health(ctx)
+		if ctx.Err() != nil {
+			return
+		}
+		d.mu.Lock()
+		wasDown := d.down
+		d.down = err != nil
+		d.mu.Unlock()
+		switch {
+		case err != nil:
+			if !wasDown {
+				d.log.WarnContext(ctx, "replica unreachable; nudges wait for it", slog.String("error", err.Error()))
+			}
+		case known && up < last:
+			d.heal(ctx, up)
+		case wasDown:
+			d.log.InfoContext(ctx, "replica reachable again")
+			d.recheck()
+		}
+		if err == nil {
+			last, known = up, true
+		}
+		d.pruneSeen()
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// heal starts a new generation of every entry after a replica restart.
+func (d *Driver) heal(ctx context.Context, uptime float64) {
+	now := time.Now()
+	d.mu.Lock()
+	d.restarts++
+	n := len(d.entries)
+	for _, e := range d.entries {
+		d.restartLocked(e, now, now)
+	}
+	d.countLocked()
+	d.mu.Unlock()
+	if m := d.opts.Metrics; m != nil {
+		m.restarts.Inc()
+	}
+	d.log.InfoContext(ctx, "replica restarted; checking every entry again", slog.Float64("uptime_seconds", uptime), slog.Int("entries", n))
+	d.poke()
+}
+
+// recheck makes entries waiting on a failed probe due now.
+func (d *Driver) recheck() {
+	now := time.Now()
+	d.mu.Lock()
+	for _, e := range d.entries {
+		if e.failures > 0 && !e.due.IsZero() {
+			e.due = now.Add(spread(d.opts.Jitter))
+		}
+	}
+	d.mu.Unlock()
+	d.poke()
+}
+
+// pruneSeen forgets bus observations too old to matter.
+func (d *Driver) pruneSeen() {
+	horizon := time.Now().Add(-(d.opts.Window + d.opts.Settle + time.Minute))
+	d.mu.Lock()
+	for k, t := range d.seen {
+		if t.Before(horizon) {
+			delete(d.seen, k)
+		}
+	}
+	d.mu.Unlock()
+}
+
+// Report is the replica part of status and drift reports.
+type Report struct {
+	// Counts are the entries per replica state.
+	Counts map[State]int `json:"counts"`
+	// Restarts counts replica restarts noticed since start.
+	Restarts int `json:"restarts"`
+	// Reachable is false while the replica's health endpoint does not
+	// answer.
+	Reachable bool `json:"reachable"`
+	// Lagging lists the entries the replica does not serve as the rows
+	// say: stale ones and ones nudged or waiting for a probe (drift
+	// reports only).
+	Lagging []ReportItem `json:"lagging,omitempty"`
+}
+
+// ReportItem is one lagging entry.
+type ReportItem struct {
+	Kind registry.Kind `json:"kind"`
+	Key  string        `json:"key"`
+	Status
+}
+
+// Summary returns the counts for status.
+func (d *Driver) Summary() Report {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return Report{Counts: d.countsLocked(), Restarts: d.restarts, Reachable: !d.down}
+}
+
+// Drift returns the counts and the lagging entries, sorted by kind and key.
+func (d *Driver) Drift() Report {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	r := Report{Counts: d.countsLocked(), Restarts: d.restarts, Reachable: !d.down, Lagging: []ReportItem{}}
+	for _, e := range d.entries {
+		switch e.status.State {
+		case StateStale, StateNudged:
+			r.Lagging = append(r.Lagging, ReportItem{Kind: e.kind, Key: e.key, Status: e.status})
+		}
+	}
+	slices.SortFunc(r.Lagging, func(a, b ReportItem) int {
+		if c := strings.Compare(string(a.Kind), string(b.Kind)); c != 0 {
+			return c
+		}
+		return strings.Compare(a.Key, b.Key)
+	})
+	return r
+}

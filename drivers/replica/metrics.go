@@ -1,0 +1,60 @@
+package replica
+
+import "github.com/prometheus/client_golang/prometheus"
+
+// Metrics are the Driver's Prometheus series. Every label set the Driver
+// can export exists from the start, at 0.
+type Metrics struct {
+	publishes     *prometheus.CounterVec
+	verifications *prometheus.CounterVec
+	restarts      prometheus.Counter
+	observed      *prometheus.CounterVec
+	entries       *prometheus.GaugeVec
+}
+
+// States lists every replica state of an entry.
+var States = []State{StatePending, StateInSync, StateNudged, StateStale, StateUnverifiable}
+
+// NewMetrics registers the series on reg (nil: not registered).
+func NewMetrics(reg prometheus.Registerer) *Metrics {
+	m := &Metrics{
+		publishes: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "reconciler_replica_publishes_total",
+			Help: "Lane messages published to the replica's bus, by channel and result (ok, error).",
+		}, []string{"channel", "result"}),
+		verifications: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "reconciler_replica_verifications_total",
+			Help: "Read-only probes of the replica's state of an entry, by result (in-sync, lacking, stale, unobservable, error).",
+		}, []string{"result"}),
+		restarts: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "reconciler_replica_restarts_total",
+			Help: "Restarts of the replica noticed through its health endpoint (each heals it).",
+		}),
+		observed: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "reconciler_replica_bus_messages_total",
+			Help: "Lane messages seen on the bus, by origin (own: this sidecar; other: anyone else).",
+		}, []string{"origin"}),
+		entries: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "reconciler_replica_entries",
+			Help: "Entries by replica state (pending, in-sync, nudged, stale, unverifiable).",
+		}, []string{"state"}),
+	}
+	for _, ch := range Channels {
+		for _, r := range []string{"ok", "error"} {
+			m.publishes.WithLabelValues(ch, r)
+		}
+	}
+	for _, r := range []string{"in-sync", "lacking", "stale", "unobservable", "error"} {
+		m.verifications.WithLabelValues(r)
+	}
+	for _, o := range []string{"own", "other"} {
+		m.observed.WithLabelValues(o)
+	}
+	for _, s := range States {
+		m.entries.WithLabelValues(string(s))
+	}
+	if reg != nil {
+		reg.MustRegister(m.publishes, m.verifications, m.restarts, m.observed, m.entries)
+	}
+	return m
+}

@@ -1,0 +1,355 @@
+package replicatest
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"math/rand/v2"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// DB is the shared database the nodes read rows from: sys_metadata's
+// active rows by type and name (org-less), datasources' active flag.
+type DB struct {
+	mu   sync.Mutex
+	rows map[string]map[string]any // type+"/"+name → body
+}
+
+// NewDB returns an empty database.
+func NewDB() *DB { return &DB{rows: map[string]map[string]any{}} }
+
+// Put writes an active row (as plain SQL would: no message).
+func (db *DB) Put(typ, name string, body map[string]any) {
+	db.mu.Lock()
+	db.rows[typ+"/"+name] = clone(body)
+	db.mu.Unlock()
+}
+
+// Delete removes a row.
+func (db *DB) Delete(typ, name string) {
+	db.mu.Lock()
+	delete(db.rows, typ+"/"+name)
+	db.mu.Unlock()
+}
+
+// Get reads a row.
+func (db *DB) Get(typ, name string) (map[string]any, bool) {
+	db.mu.Lock()
+	defer db.mu.Unlock()
+	b, ok := db.rows[typ+"/"+name]
+	return clone(b), ok
+}
+
+func (db *DB) all(typ string) map[string]map[string]any {
+	db.mu.Lock()
+	defer db.mu.Unlock()
+	out := map[string]map[string]any{}
+	for k, b := range db.rows {
+		if t, n, _ := strings.Cut(k, "/"); t == typ {
+			out[n] = clone(b)
+		}
+	}
+	return out
+}
+
+func clone(b map[string]any) map[string]any {
+	if b == nil {
+		return nil
+	}
+	raw, _ := json.Marshal(b)
+	var out map[string]any
+	_ = json.Unmarshal(raw, &out)
+	return out
+}
+
+// Options configure a Node.
+type Options struct {
+	// BusURL is the Redis bus (redis://…).
+	BusURL string
+	// Prefix is the bus key prefix (default "os:").
+	Prefix string
+	// Token is the bearer token the node accepts ("" accepts any).
+	Token string
+	// Loss is the fraction of lane messages the node drops on receipt.
+	Loss float64
+	// DropFirst drops the first this many lane messages received.
+	DropFirst int
+}
+
+// Node is a stand-in replica. Create it with Start; Close it.
+type Node struct {
+	db    *DB
+	opts  Options
+	srv   *httptest.Server
+	rdb   *redis.Client
+	id    string
+	stop  context.CancelFunc
+	done  chan struct{}
+	ready chan struct{}
+
+	mu          sync.Mutex
+	booted      time.Time
+	objects     map[string]map[string]any // registered objects
+	flows       map[string]map[string]any // loaded at boot
+	permissions map[string]map[string]any // loaded at boot
+	pools       map[string]bool           // datasource → pool open
+	down        bool
+
+	// Received counts lane messages received (dropped ones included).
+	Received atomic.Int64
+	// Writes counts requests that were not GET (probes must never write).
+	Writes atomic.Int64
+}
+
+// Start boots a node on db and subscribes it to the bus.
+func Start(db *DB, opts Options) (*Node, error) {
+	if opts.Prefix == "" {
+		opts.Prefix = "os:"
+	}
+	ro, err := redis.ParseURL(opts.BusURL)
+	if err != nil {
+		return nil, fmt.Errorf("bus url: %w", err)
+	}
+	ro.DisableIdentity = true
+	n := &Node{db: db, opts: opts, rdb: redis.NewClient(ro), id: fmt.Sprintf("node-%x", rand.Uint64()), done: make(chan struct{}), ready: make(chan struct{})}
+	n.boot()
+	n.srv = httptest.NewServer(http.HandlerFunc(n.serve))
+	ctx, cancel := context.WithCancel(context.Background())
+	n.stop = cancel
+	go n.listen(ctx)
+	select {
+	case <-n.ready:
+	case <-time.After(10 * time.Second):
+		n.Close()
+		return nil, fmt.Errorf("node did not subscribe to the bus within 10s")
+	}
+	return n, nil
+}
+
+// URL is the node's base URL.
+func (n *Node) URL() string { return n.srv.URL }
+
+// Close stops the node.
+func (n *Node) Close() {
+	n.stop()
+	<-n.done
+	n.srv.Close()
+	_ = n.rdb.Close()
+}
+
+// boot loads what 17.4 loads at boot: flows, permission sets, datasource
+// pools; no run-time objects.
+func (n *Node) boot() {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	n.booted = time.Now()
+	n.objects = map[string]map[string]any{}
+	n.flows = n.db.all("flow")
+	n.permissions = n.db.all("permission")
+	n.pools = map[string]bool{}
+	for name, b := range n.db.all("datasource") {
+		n.pools[name] = b["active"] != false
+	}
+}
+
+// Restart simulates a process restart: uptime starts again, run-time
+// objects are forgotten, flows and permission sets are reloaded.
+func (n *Node) Restart() { n.boot() }
+
+// SetDown makes every route answer 503 (or serve again).
+func (n *Node) SetDown(down bool) {
+	n.mu.Lock()
+	n.down = down
+	n.mu.Unlock()
+}
+
+// Registered says whether the node serves object name.
+func (n *Node) Registered(name string) bool {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	_, ok := n.objects[name]
+	return ok
+}
+
+// Object returns the node's in-memory copy of object name.
+func (n *Node) Object(name string) map[string]any {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return clone(n.objects[name])
+}
+
+// Pool says whether the node has a pool for datasource name.
+func (n *Node) Pool(name string) bool {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.pools[name]
+}
+
+func (n *Node) listen(ctx context.Context) {
+	defer close(n.done)
+	ps := n.rdb.Subscribe(ctx, n.opts.Prefix+"ps:metadata.mutated", n.opts.Prefix+"ps:datasource.mutated")
+	defer ps.Close()
+	ch := ps.ChannelWithSubscriptions()
+	subs := 0
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case m := <-ch:
+			switch m := m.(type) {
+			case *redis.Subscription:
+				if subs++; subs == 2 {
+					close(n.ready)
+				}
+			case *redis.Message:
+				if got := n.Received.Add(1); got <= int64(n.opts.DropFirst) {
+					continue
+				}
+				if n.opts.Loss > 0 && rand.Float64() < n.opts.Loss {
+					continue
+				}
+				n.apply(strings.TrimPrefix(m.Channel, n.opts.Prefix+"ps:"), m.Payload)
+			}
+		}
+	}
+}
+
+// apply re-reads the row a lane message names, as 17.4's receivers do.
+func (n *Node) apply(channel, msg string) {
+	var env struct {
+		P struct {
+			OriginNode string `json:"originNode"`
+			Name       string `json:"name"`
+			Event      struct {
+				Type string `json:"type"`
+				Name string `json:"name"`
+			} `json:"event"`
+		} `json:"p"`
+	}
+	if json.Unmarshal([]byte(msg), &env) != nil || env.P.OriginNode == n.id {
+		return
+	}
+	switch channel {
+	case "metadata.mutated":
+		if env.P.Event.Type != "object" {
+			return // flows and permission sets: only at boot
+		}
+		row, ok := n.db.Get("object", env.P.Event.Name)
+		n.mu.Lock()
+		if ok {
+			n.objects[env.P.Event.Name] = withSystemFields(row)
+		} else {
+			delete(n.objects, env.P.Event.Name)
+		}
+		n.mu.Unlock()
+	case "datasource.mutated":
+		row, ok := n.db.Get("datasource", env.P.Name)
+		n.mu.Lock()
+		n.pools[env.P.Name] = ok && row["active"] != false
+		n.mu.Unlock()
+	}
+}
+
+// withSystemFields adds what the platform adds to an object in memory.
+func withSystemFields(body map[string]any) map[string]any {
+	fields, _ := body["fields"].(map[string]any)
+	if fields == nil {
+		fields = map[string]any{}
+		body["fields"] = fields
+	}
+	fields["id"] = map[string]any{"type": "text", "system": true}
+	fields["created_at"] = map[string]any{"type": "datetime", "system": true}
+	return body
+}
+
+func (n *Node) serve(w http.ResponseWriter, r *http.Request) {
+	if r.Method != http.MethodGet {
+		n.Writes.Add(1)
+		http.Error(w, "read-only stand-in", http.StatusMethodNotAllowed)
+		return
+	}
+	n.mu.Lock()
+	down, booted := n.down, n.booted
+	n.mu.Unlock()
+	if down {
+		http.Error(w, "down", http.StatusServiceUnavailable)
+		return
+	}
+	path := r.URL.Path
+	if path == "/api/v1/health" {
+		writeJSON(w, 200, map[string]any{"status": "ok", "timestamp": time.Now().UTC(), "version": "17.4.0", "uptime": time.Since(booted).Seconds()})
+		return
+	}
+	if n.opts.Token != "" && r.Header.Get("Authorization") != "Bearer "+n.opts.Token {
+		writeJSON(w, 401, map[string]any{"error": "unauthenticated"})
+		return
+	}
+	parts := strings.Split(strings.TrimPrefix(path, "/api/v1/"), "/")
+	switch {
+	case len(parts) == 2 && parts[0] == "data":
+		if !n.Registered(parts[1]) {
+			writeJSON(w, 404, map[string]any{"error": fmt.Sprintf("Object '%s' is not registered", parts[1])})
+			return
+		}
+		writeJSON(w, 200, map[string]any{"data": []any{}})
+	case len(parts) == 4 && parts[0] == "meta" && parts[3] == "layers":
+		typ, name := parts[1], parts[2]
+		overlay, _ := n.db.Get(typ, name)
+		var code map[string]any
+		n.mu.Lock()
+		switch typ {
+		case "object":
+			code = clone(n.objects[name])
+		case "permission":
+			code = clone(n.permissions[name])
+		case "flow":
+			code = clone(n.flows[name])
+		}
+		n.mu.Unlock()
+		writeJSON(w, 200, map[string]any{"type": typ, "name": name, "code": nilIfEmpty(code), "overlay": nilIfEmpty(overlay)})
+	case len(parts) == 2 && parts[0] == "automation":
+		n.mu.Lock()
+		f, ok := n.flows[parts[1]]
+		f = clone(f)
+		n.mu.Unlock()
+		if !ok {
+			writeJSON(w, 404, map[string]any{"error": "flow not found"})
+			return
+		}
+		writeJSON(w, 200, f)
+	case len(parts) == 1 && parts[0] == "datasources":
+		var list []any
+		n.mu.Lock()
+		for name, open := range n.pools {
+			st := "unvalidated"
+			if open {
+				st = "ok"
+			}
+			list = append(list, map[string]any{"name": name, "status": st})
+		}
+		n.mu.Unlock()
+		writeJSON(w, 200, map[string]any{"datasources": list})
+	default:
+		writeJSON(w, 404, map[string]any{"error": "no route"})
+	}
+}
+
+func nilIfEmpty(m map[string]any) any {
+	if m == nil {
+		return nil
+	}
+	return m
+}
+
+func writeJSON(w http.ResponseWriter, code int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(code)
+	_ = json.NewEncoder(w).Encode(v)
+}
