@@ -17,7 +17,6 @@ import (
 
 	"github.com/objectstack-fleet/reconciler/internal/config"
 	"github.com/objectstack-fleet/reconciler/reconcile"
-	"github.com/objectstack-fleet/reconciler/snapshot"
 )
 
 // LatestDriftFile is the name of the newest report in drift.dir.
@@ -26,12 +25,17 @@ const LatestDriftFile = "latest.json"
 // keepDriftFiles bounds how many timestamped reports drift.dir keeps.
 const keepDriftFiles = 100
 
+// driftStore keeps each replica's latest drift report.
+type driftStore interface {
+	WriteDrift(ctx context.Context, replicaID string, at time.Time, report json.RawMessage) error
+}
+
 // driftWriter writes drift reports: a timestamped file and latest.json in
 // drift.dir (each written atomically), the store's row, one log line and
 // the drift metrics. Writes are serialized.
 type driftWriter struct {
 	rec     *reconcile.Reconciler
-	store   snapshot.Source
+	store   driftStore
 	replica string
 	metrics *reconcile.Metrics
 	log     *slog.Logger
