@@ -19,6 +19,9 @@ type Options struct {
 	StallAge         time.Duration // open transactions older than this are reported; default 5×PollInterval
 	RetryBase        time.Duration // first retry delay of a degraded entry; default 5s
 	RetryMax         time.Duration // retry delay cap; default 300s
+	// StopTimeout bounds how long Run takes to return once its context
+	// ends, whatever a materializer does; default 3s.
+	StopTimeout time.Duration
 
 	// Materializers per kind. A kind without one gets a no-op materializer
 	// (credential entries never need one).
@@ -32,6 +35,9 @@ type Options struct {
 	// OnPass, if set, is called after every pass (from the loop goroutine;
 	// must not block for long).
 	OnPass func(PassResult)
+	// ReplicaDrift, if set, gives the replica part of drift reports (what
+	// the replica beside this sidecar does not serve yet).
+	ReplicaDrift func() any
 }
 
 // Trigger names why a pass ran (label of reconciler_passes_total).
@@ -77,6 +83,10 @@ type Status struct {
 	// Stall names open writing transactions holding back changes.
 	Stall  snapshot.Stall `json:"stall"`
 	Passes int64          `json:"passes"`
+	// Abandoned counts the calls into materializers (Materialize past
+	// apply.timeout or cut at a stop, Close past its bound) that the loop
+	// stopped waiting for and that have not returned yet.
+	Abandoned int `json:"abandoned"`
 }
 
 // DriftItem is one entry that differs from what the rows say.
@@ -115,6 +125,9 @@ type DriftReport struct {
 	Missing            []DriftItem    `json:"missing"`
 	ChecksumMismatches []DriftItem    `json:"checksum_mismatches"`
 	Stall              snapshot.Stall `json:"stall"`
+	// ReplicaSync is what the replica beside this sidecar does not serve
+	// as the rows say (absent when no replica is driven).
+	ReplicaSync any `json:"replica_sync,omitempty"`
 }
 
 // Clean reports whether the report found no drift.

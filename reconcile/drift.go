@@ -83,6 +83,9 @@ func (r *Reconciler) Drift(ctx context.Context) (DriftReport, error) {
 	r.metrics.DriftItems.WithLabelValues("orphans").Set(float64(rep.Summary.Orphans))
 	r.metrics.DriftItems.WithLabelValues("missing").Set(float64(rep.Summary.Missing))
 	r.metrics.DriftItems.WithLabelValues("checksum_mismatches").Set(float64(rep.Summary.ChecksumMismatches))
+	if r.opts.ReplicaDrift != nil {
+		rep.ReplicaSync = r.opts.ReplicaDrift()
+	}
 	return rep, nil
 }
 

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -137,11 +138,12 @@ type Driver struct {
 	bo     backoff
 	prefix string
 
-	mu      sync.Mutex
-	entries map[registry.Ref]*entry
-	seen    map[string]time.Time // channel+address → when a message naming it was last seen
-	down    bool                 // the last health read failed
-	wake    chan struct{}
+	mu       sync.Mutex
+	entries  map[registry.Ref]*entry
+	seen     map[string]time.Time // channel+address → when a message naming it was last seen
+	down     bool                 // the last health read failed
+	restarts int                  // replica restarts noticed
+	wake     chan struct{}
 }
 
 var _ reconcile.Notifier = (*Driver)(nil)
@@ -705,6 +707,7 @@ func (d *Driver) watchHealth(ctx context.Context) {
 func (d *Driver) heal(ctx context.Context, uptime float64) {
 	now := time.Now()
 	d.mu.Lock()
+	d.restarts++
 	n := len(d.entries)
 	for _, e := range d.entries {
 		d.restartLocked(e, now, now)
@@ -741,4 +744,53 @@ func (d *Driver) pruneSeen() {
 		}
 	}
 	d.mu.Unlock()
+}
+
+// Report is the replica part of status and drift reports.
+type Report struct {
+	// Counts are the entries per replica state.
+	Counts map[State]int `json:"counts"`
+	// Restarts counts replica restarts noticed since start.
+	Restarts int `json:"restarts"`
+	// Reachable is false while the replica's health endpoint does not
+	// answer.
+	Reachable bool `json:"reachable"`
+	// Lagging lists the entries the replica does not serve as the rows
+	// say: stale ones and ones nudged or waiting for a probe (drift
+	// reports only).
+	Lagging []ReportItem `json:"lagging,omitempty"`
+}
+
+// ReportItem is one lagging entry.
+type ReportItem struct {
+	Kind registry.Kind `json:"kind"`
+	Key  string        `json:"key"`
+	Status
+}
+
+// Summary returns the counts for status.
+func (d *Driver) Summary() Report {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return Report{Counts: d.countsLocked(), Restarts: d.restarts, Reachable: !d.down}
+}
+
+// Drift returns the counts and the lagging entries, sorted by kind and key.
+func (d *Driver) Drift() Report {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	r := Report{Counts: d.countsLocked(), Restarts: d.restarts, Reachable: !d.down, Lagging: []ReportItem{}}
+	for _, e := range d.entries {
+		switch e.status.State {
+		case StateStale, StateNudged:
+			r.Lagging = append(r.Lagging, ReportItem{Kind: e.kind, Key: e.key, Status: e.status})
+		}
+	}
+	slices.SortFunc(r.Lagging, func(a, b ReportItem) int {
+		if c := strings.Compare(string(a.Kind), string(b.Kind)); c != 0 {
+			return c
+		}
+		return strings.Compare(a.Key, b.Key)
+	})
+	return r
 }

@@ -1,0 +1,100 @@
+package daemon
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/objectstack-fleet/reconciler/drivers/replica"
+	"github.com/objectstack-fleet/reconciler/internal/config"
+	"github.com/objectstack-fleet/reconciler/reconcile"
+	"github.com/objectstack-fleet/reconciler/registry"
+)
+
+// replicaDriver builds the driver of the replica beside this sidecar, or
+// returns nil when replica.url is empty. close releases the bus
+// connections after the driver's Run has returned.
+func (d *Daemon) replicaDriver(cfg *config.Config, m *replica.Metrics) (drv *replica.Driver, closeBus func() error, err error) {
+	if cfg.ReplicaURL == "" {
+		return nil, nil, nil
+	}
+	token, err := d.envValue(config.KeyReplicaTokenEnv, cfg.ReplicaTokenEnv)
+	if err != nil {
+		return nil, nil, err
+	}
+	bus, err := replica.NewRedisBus(cfg.ReplicaBusURL)
+	if err != nil {
+		return nil, nil, fmt.Errorf("%s: %w", config.KeyReplicaBusURL, err)
+	}
+	drv, err = replica.New(replica.Options{
+		URL:    cfg.ReplicaURL,
+		Token:  token,
+		Bus:    bus,
+		Prefix: cfg.ReplicaBusPrefix,
+		Origin: cfg.ReplicaOrigin,
+		// Sidecars notice a change up to a poll interval apart: a message
+		// another one sent that long before still told the replica.
+		Window:  max(replica.DefaultWindow, 2*cfg.PollInterval),
+		Metrics: m,
+		Logger:  d.log,
+	})
+	if err != nil {
+		_ = bus.Close()
+		return nil, nil, fmt.Errorf("%s: %w", config.KeyReplicaURL, err)
+	}
+	return drv, bus.Close, nil
+}
+
+// withReplica adds the replica driver to the loop's notifier and the parts
+// the daemon runs.
+func withReplica(n reconcile.Notifier, runs []func(context.Context) error, drv *replica.Driver) (reconcile.Notifier, []func(context.Context) error) {
+	if drv == nil {
+		return n, runs
+	}
+	runs = append(runs, drv.Run)
+	if n == nil {
+		return drv, runs
+	}
+	return notifiers{n, drv}, runs
+}
+
+// notifiers tells each notifier in turn; each queues and never blocks.
+type notifiers []reconcile.Notifier
+
+func (ns notifiers) Notify(cs reconcile.ChangeSet) {
+	for _, n := range ns {
+		n.Notify(cs)
+	}
+}
+
+// replicaView is what the status API and drift reports show of the
+// replica (nil driver: nothing).
+type replicaView struct{ drv *replica.Driver }
+
+// ItemReplica returns an entry's replica state (nil when not driven).
+func (v replicaView) ItemReplica(kind registry.Kind, key string) any {
+	if v.drv == nil {
+		return nil
+	}
+	if st, ok := v.drv.Status(kind, key); ok {
+		return st
+	}
+	return nil
+}
+
+// ReplicaSummary returns the replica's counts for /v1/status (nil when
+// not driven).
+func (v replicaView) ReplicaSummary() any {
+	if v.drv == nil {
+		return nil
+	}
+	return v.drv.Summary()
+}
+
+// ReplicaDrift returns the replica part of a drift report (nil when not
+// driven).
+func (v replicaView) ReplicaDrift() any {
+	if v.drv == nil {
+		return nil
+	}
+	return v.drv.Drift()
+}

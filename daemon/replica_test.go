@@ -1,0 +1,182 @@
+package daemon
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	_ "modernc.org/sqlite"
+
+	"github.com/objectstack-fleet/reconciler/drivers/replica/replicatest"
+)
+
+// With replica.url set, an applied change reaches the replica through its
+// lane, /v1/items shows the entry's replica state, /v1/status and drift
+// summarize it, and the metrics count it.
+func TestReplicaDriven(t *testing.T) {
+	rd, err := replicatest.StartRedis()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rd.Close()
+	db := replicatest.NewDB()
+	node, err := replicatest.Start(db, replicatest.Options{BusURL: rd.URL(), Token: "osk_daemon-canary"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer node.Close()
+
+	cfg := testConfig(t, "replica_id: unit\npoll:\n  interval: 50ms\nreplica:\n  url: "+node.URL()+
+		"\n  token_env: OS_TOKEN\n  bus:\n    url: "+rd.URL()+"\n")
+	addrc := make(chan string, 1)
+	d := New(Options{Config: cfg, Version: "test", Started: func(a string) { addrc <- a },
+		Getenv: func(k string) string {
+			if k == "OS_TOKEN" {
+				return "osk_daemon-canary"
+			}
+			return ""
+		}})
+	ctx, cancel := context.WithCancel(context.Background())
+	errc := make(chan error, 1)
+	go func() { errc <- d.Run(ctx) }()
+	defer func() {
+		cancel()
+		if err := <-errc; err != nil {
+			t.Errorf("Run: %v", err)
+		}
+	}()
+	var addr string
+	select {
+	case addr = <-addrc:
+	case err := <-errc:
+		t.Fatalf("Run: %v", err)
+	case <-time.After(30 * time.Second):
+		t.Fatal("not started")
+	}
+
+	body := `{"name":"task","label":"Task","fields":{"subject":{"type":"text","label":"Subject"}}}`
+	var obj map[string]any
+	_ = json.Unmarshal([]byte(body), &obj)
+	db.Put("object", "task", obj)
+	store, err := sql.Open("sqlite", strings.TrimPrefix(cfg.StoreURL, "sqlite://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer store.Close()
+	if _, err := store.Exec(`INSERT INTO sys_metadata (id, type, name, state, metadata) VALUES ('m1', 'object', 'task', 'active', ?)`, body); err != nil {
+		t.Fatal(err)
+	}
+
+	client := &http.Client{Timeout: 5 * time.Second}
+	defer client.CloseIdleConnections()
+	get := func(path string) string {
+		resp, err := client.Get("http://" + addr + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return string(b)
+	}
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		var items []struct {
+			Key     string `json:"key"`
+			Replica *struct {
+				State    string `json:"state"`
+				Attempts int    `json:"attempts"`
+			} `json:"replica"`
+		}
+		if err := json.Unmarshal([]byte(get("/v1/items?kind=engine")), &items); err != nil {
+			t.Fatal(err)
+		}
+		if len(items) == 1 && items[0].Replica != nil && items[0].Replica.State == "in-sync" {
+			if items[0].Replica.Attempts != 1 || !node.Registered("task") {
+				t.Fatalf("in-sync after %d messages, registered %v", items[0].Replica.Attempts, node.Registered("task"))
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("not in-sync: %+v", items)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	var st struct {
+		Replica struct {
+			Counts    map[string]int `json:"counts"`
+			Reachable bool           `json:"reachable"`
+		} `json:"replica"`
+	}
+	if err := json.Unmarshal([]byte(get("/v1/status")), &st); err != nil || st.Replica.Counts["in-sync"] != 1 || !st.Replica.Reachable {
+		t.Fatalf("/v1/status replica: %v %+v", err, st)
+	}
+	var dr struct {
+		ReplicaSync *struct {
+			Lagging []any `json:"lagging"`
+		} `json:"replica_sync"`
+	}
+	if err := json.Unmarshal([]byte(get("/v1/drift")), &dr); err != nil || dr.ReplicaSync == nil || len(dr.ReplicaSync.Lagging) != 0 {
+		t.Fatalf("/v1/drift replica_sync: %v %+v", err, dr)
+	}
+	m := get("/metrics")
+	for _, want := range []string{`reconciler_replica_publishes_total{channel="metadata.mutated",result="ok"} 1`,
+		`reconciler_replica_verifications_total{result="in-sync"}`, `reconciler_replica_entries{state="in-sync"} 1`} {
+		if !strings.Contains(m, want) {
+			t.Errorf("/metrics lacks %s", want)
+		}
+	}
+	for _, out := range []string{m, get("/v1/items"), get("/v1/status")} {
+		if strings.Contains(out, "osk_daemon-canary") {
+			t.Fatal("the replica token is shown")
+		}
+	}
+}
+
+// Without replica.url nothing changes, but the replica metric families
+// exist from the start.
+func TestReplicaMetricsWithoutReplica(t *testing.T) {
+	cfg := testConfig(t, "poll:\n  interval: 50ms\n")
+	addrc := make(chan string, 1)
+	d := New(Options{Config: cfg, Started: func(a string) { addrc <- a }})
+	ctx, cancel := context.WithCancel(context.Background())
+	errc := make(chan error, 1)
+	go func() { errc <- d.Run(ctx) }()
+	defer func() { cancel(); <-errc }()
+	addr := <-addrc
+	client := &http.Client{Timeout: 5 * time.Second}
+	defer client.CloseIdleConnections()
+	resp, err := client.Get("http://" + addr + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	for _, fam := range []string{"reconciler_replica_publishes_total", "reconciler_replica_verifications_total",
+		"reconciler_replica_restarts_total", "reconciler_replica_bus_messages_total", "reconciler_replica_entries"} {
+		if !strings.Contains(string(b), fam) {
+			t.Errorf("/metrics lacks %s", fam)
+		}
+	}
+	resp, err = client.Get("http://" + addr + "/v1/status")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ = io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if strings.Contains(string(b), `"replica": {`) {
+		t.Fatalf("status has a replica part without replica.url: %s", b)
+	}
+}
+
+func TestReplicaTokenEnvMustBeSet(t *testing.T) {
+	cfg := testConfig(t, "replica:\n  url: http://127.0.0.1:1\n  token_env: OS_TOKEN\n  bus:\n    url: redis://127.0.0.1:1\n")
+	err := New(Options{Config: cfg, Getenv: func(string) string { return "" }}).Run(context.Background())
+	if err == nil || !strings.Contains(err.Error(), "replica.token_env") {
+		t.Fatalf("Run: %v", err)
+	}
+}
