@@ -121,7 +121,7 @@ func (d *Daemon) Reload() {
 		d.opts.Level.Set(next.LogLevel)
 	}
 	if drift != nil && next.DriftDir != prev.DriftDir {
-		if err := os.MkdirAll(next.DriftDir, 0o755); err != nil {
+		if err := makeDriftDir(next.DriftDir); err != nil {
 			d.log.Error("drift.dir not usable, keeping the previous one", slog.String("dir", next.DriftDir), slog.String("error", err.Error()))
 		} else {
 			drift.setDir(next.DriftDir)
@@ -421,7 +421,7 @@ func (d *Daemon) startDrift(rec *reconcile.Reconciler, store driftStore, replica
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	cfg := d.cfg
-	if err := os.MkdirAll(cfg.DriftDir, 0o755); err != nil {
+	if err := makeDriftDir(cfg.DriftDir); err != nil {
 		return nil, nil, fmt.Errorf("%s: %w", config.KeyDriftDir, err)
 	}
 	sched, err := newDriftSchedule(cfg.DriftSchedule, d.DriftNow)

@@ -104,7 +104,7 @@ func TestSignalBurstDuringStartup(t *testing.T) {
 	dir := t.TempDir()
 	writeConfig(t, dir, "store:\n  url: "+u.String()+"\ndrift:\n  dir: ./drift\n  schedule: \"@every 1h\"\n")
 	d := launchDaemon(t, daemonOpts{dir: dir, args: []string{"--config", "config.yaml", "--log.level", "debug",
-		"--poll.interval", "50ms"}})
+		"--poll.interval", "100ms"}})
 
 	// The daemon has read its configuration and waits on the store.
 	eventually(t, 60*time.Second, "startup waiting on the store", func() bool {
@@ -176,7 +176,7 @@ func startStuck(t *testing.T, store string, args ...string) *proc {
 	t.Cleanup(up.Close)
 	t.Cleanup(func() { close(release) })
 	dir := t.TempDir()
-	d := startDaemon(t, daemonOpts{dir: dir, args: append([]string{"--store.url", store, "--poll.interval", "50ms",
+	d := startDaemon(t, daemonOpts{dir: dir, args: append([]string{"--store.url", store, "--poll.interval", "100ms",
 		"--apply.timeout", "1h", "--drift.schedule", "", "--resync.interval", "0s"}, args...)})
 	eventually(t, 60*time.Second, "ready", func() bool { code, _ := d.request("GET", "/readyz"); return code == 200 })
 	snapshottest.Exec(t, store, `INSERT INTO sys_metadata (id, type, name, metadata) VALUES ('c', 'connector', 'stuck', $1)`,
