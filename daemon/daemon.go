@@ -13,6 +13,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
+	"golang.org/x/sync/errgroup"
 
 	"github.com/objectstack-fleet/reconciler/daemon/statusapi"
 	"github.com/objectstack-fleet/reconciler/drivers/replica"
@@ -120,7 +121,7 @@ func (d *Daemon) Reload() {
 		d.opts.Level.Set(next.LogLevel)
 	}
 	if drift != nil && next.DriftDir != prev.DriftDir {
-		if err := os.MkdirAll(next.DriftDir, 0o755); err != nil {
+		if err := makeDriftDir(next.DriftDir); err != nil {
 			d.log.Error("drift.dir not usable, keeping the previous one", slog.String("dir", next.DriftDir), slog.String("error", err.Error()))
 		} else {
 			drift.setDir(next.DriftDir)
@@ -168,19 +169,36 @@ func restartKeys(a, b *config.Config) []string {
 	return out
 }
 
-// startupTimeout bounds each store operation at start.
+// startupTimeout bounds the store's preparation at start.
 const startupTimeout = 20 * time.Second
 
 // StopTimeout bounds a stop: once Run's context ends, Run returns within
-// this long, whatever a materializer, an instance's Close or a notify
-// target does (what overruns is abandoned and counted).
+// this long, whatever a materializer, an instance's Close, a notify target
+// or the store does. What overruns is abandoned (and counted by the loop).
+// The budget, in order: the loop's pass in flight and closing its
+// instances (loopStopTimeout), the other parts, the last heartbeat, and
+// closing the store (storeCloseReserve).
 const StopTimeout = 4 * time.Second
 
+const (
+	loopStopTimeout   = 2500 * time.Millisecond
+	lastBeatReserve   = time.Second
+	storeCloseReserve = 250 * time.Millisecond
+)
+
+// HeartbeatInterval is how often a replica with poll.interval poll writes
+// its heartbeat row at least: fleet views judge staleness by it.
+func HeartbeatInterval(poll time.Duration) time.Duration { return 5 * poll }
+
 // Run prepares the store, starts every part and runs until ctx ends; then
-// the loop finishes its pass and closes every instance, the other parts
-// stop, and a last heartbeat marked stopped is written. It returns nil
-// after a clean stop, and an error naming the cause when startup fails.
+// the loop finishes or abandons its pass, closes every instance, the other
+// parts stop, and a last heartbeat marked stopped is written, all within
+// StopTimeout. It returns nil after a clean stop (also when ctx ends
+// during startup), and an error naming the cause when startup or a part
+// fails.
 func (d *Daemon) Run(ctx context.Context) error {
+	stop := newStopClock(ctx)
+	defer stop.release()
 	d.mu.Lock()
 	cfg := d.cfg
 	d.mu.Unlock()
@@ -189,9 +207,12 @@ func (d *Daemon) Run(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("open store: %w", err)
 	}
-	defer store.Close()
-	if err := PrepareStore(ctx, store, d.opts.Migrate, log); err != nil {
-		return err
+	defer func() { stop.within("closing the store", stop.deadline(), log, store.Close) }()
+	pctx, cancel := context.WithTimeout(ctx, startupTimeout)
+	err = PrepareStore(pctx, store, d.opts.Migrate, log)
+	cancel()
+	if err != nil {
+		return d.startFailed(ctx, err)
 	}
 	token, err := d.envValue(config.KeyStatusTokenEnv, cfg.StatusTokenEnv)
 	if err != nil {
@@ -215,7 +236,7 @@ func (d *Daemon) Run(ctx context.Context) error {
 		defer closeBus()
 	}
 	notifier, notifyRunners = withReplica(notifier, notifyRunners, drv)
-	hb := &heartbeater{store: store, version: d.opts.Version, log: log, every: 5 * cfg.PollInterval, wake: make(chan struct{}, 1)}
+	hb := &heartbeater{store: store, version: d.opts.Version, log: log, every: HeartbeatInterval(cfg.PollInterval), wake: make(chan struct{}, 1)}
 	rec := reconcile.New(store, reconcile.Options{
 		ReplicaID:        cfg.ReplicaID,
 		PollInterval:     cfg.PollInterval,
@@ -223,6 +244,7 @@ func (d *Daemon) Run(ctx context.Context) error {
 		ResyncInterval:   resyncInterval(cfg.ResyncInterval),
 		ApplyConcurrency: cfg.ApplyConcurrency,
 		ApplyTimeout:     cfg.ApplyTimeout,
+		StopTimeout:      loopStopTimeout,
 		Materializers:    materializers(log),
 		Notifier:         notifier,
 		Metrics:          metrics,
@@ -230,7 +252,7 @@ func (d *Daemon) Run(ctx context.Context) error {
 		OnPass:           hb.onPass,
 		ReplicaDrift:     replicaView{drv}.ReplicaDrift,
 	})
-	hb.rec = rec
+	hb.status = rec
 	drift, sched, err := d.startDrift(rec, store, cfg.ReplicaID, metrics)
 	if err != nil {
 		return err
@@ -252,40 +274,34 @@ func (d *Daemon) Run(ctx context.Context) error {
 	d.rec.Store(rec)
 
 	// Everything that can fail at startup has succeeded: start the parts.
-	loopCtx, stopLoop := context.WithCancel(ctx)
-	defer stopLoop()
+	// They outlive the loop (which may finish its pass after ctx ends); the
+	// first one to fail stops the loop and the others.
 	auxCtx, stopAux := context.WithCancel(context.WithoutCancel(ctx))
 	defer stopAux()
-	var (
-		wg      sync.WaitGroup
-		errMu   sync.Mutex
-		runErrs []error
-	)
-	fail := func(part string, err error) {
-		if err == nil || errors.Is(err, context.Canceled) {
-			return
-		}
-		errMu.Lock()
-		runErrs = append(runErrs, fmt.Errorf("%s: %w", part, err))
-		errMu.Unlock()
-		stopLoop()
+	parts, partsCtx := errgroup.WithContext(auxCtx)
+	loopCtx, stopLoop := context.WithCancel(ctx)
+	defer stopLoop()
+	defer context.AfterFunc(partsCtx, stopLoop)()
+	part := func(name string, run func(context.Context) error) {
+		parts.Go(func() error {
+			if err := run(partsCtx); err != nil && !errors.Is(err, context.Canceled) {
+				if name == "" {
+					return err
+				}
+				return fmt.Errorf("%s: %w", name, err)
+			}
+			return nil
+		})
 	}
-	goPart := func(part string, f func(context.Context) error) {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			fail(part, f(auxCtx))
-		}()
-	}
-	goPart("status api", srv.Run)
-	goPart("heartbeat", hb.run)
-	goPart("drift reports", func(ctx context.Context) error { return d.runDrift(ctx, drift) })
-	goPart("journal pruning", pruner{store: store, retention: cfg.JournalRetention, log: log}.run)
+	part("", srv.Run) // its errors name it
+	part("heartbeat", hb.run)
+	part("drift reports", func(ctx context.Context) error { return d.runDrift(ctx, drift) })
+	part("journal pruning", pruner{store: store, retention: cfg.JournalRetention, log: log}.run)
 	for _, nr := range notifyRunners {
-		goPart("notify", nr)
+		part("notify", nr)
 	}
 	if h, ok := store.(snapshot.Hinter); ok && cfg.HintListen {
-		goPart("hint listener", func(ctx context.Context) error { return h.Listen(ctx, rec.Hint) })
+		part("hint listener", func(ctx context.Context) error { return h.Listen(ctx, rec.Hint) })
 	}
 	sched.start()
 
@@ -299,27 +315,80 @@ func (d *Daemon) Run(ctx context.Context) error {
 		d.opts.Started(srv.Addr())
 	}
 
-	loopErr := rec.Run(loopCtx)
-	if loopErr != nil && !errors.Is(loopErr, context.Canceled) {
-		fail("reconcile loop", loopErr)
+	var errs []error
+	if err := rec.Run(loopCtx); err != nil && !errors.Is(err, context.Canceled) {
+		errs = append(errs, fmt.Errorf("reconcile loop: %w", err))
 	}
 	log.Info("reconcile loop stopped; stopping")
 	<-sched.stop().Done()
 	stopAux()
-	wg.Wait()
+	var partsErr error
+	if stop.within("stopping the parts", stop.deadline().Add(-lastBeatReserve), log, func() { partsErr = parts.Wait() }) && partsErr != nil {
+		errs = append(errs, partsErr)
+	}
 
-	hctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	hctx, cancel := context.WithDeadline(context.Background(), stop.deadline().Add(-storeCloseReserve))
 	defer cancel()
 	if err := hb.write(hctx, true); err != nil {
 		log.Error("last heartbeat not written", slog.String("error", err.Error()))
 	}
-	err = errors.Join(runErrs...)
-	if err != nil {
+	if err := errors.Join(errs...); err != nil {
 		log.Error("reconciler stopped with an error", slog.String("error", err.Error()))
 		return err
 	}
 	log.Info("reconciler stopped")
 	return nil
+}
+
+// startFailed is Run's result for a startup error: nil when ctx ended
+// meanwhile (a stop during startup is a clean stop).
+func (d *Daemon) startFailed(ctx context.Context, err error) error {
+	if ctx.Err() != nil {
+		d.log.Info("stopped during startup", slog.String("error", err.Error()))
+		return nil
+	}
+	return err
+}
+
+// stopClock knows when a stop must be done: StopTimeout after ctx ended,
+// or after the daemon began stopping by itself.
+type stopClock struct {
+	ended   atomic.Int64 // unix nanoseconds; 0 until the stop began
+	release func() bool
+}
+
+func newStopClock(ctx context.Context) *stopClock {
+	c := &stopClock{}
+	c.release = context.AfterFunc(ctx, c.mark)
+	return c
+}
+
+func (c *stopClock) mark() { c.ended.CompareAndSwap(0, time.Now().UnixNano()) }
+
+// deadline is when the stop must be done; asking starts the clock.
+func (c *stopClock) deadline() time.Time {
+	c.mark()
+	return time.Unix(0, c.ended.Load()).Add(StopTimeout)
+}
+
+// within runs f, waiting for it until deadline at the latest; then it is
+// abandoned with a warning naming what, and goes on in the background.
+// It reports whether f returned (only then may its results be read).
+func (c *stopClock) within(what string, deadline time.Time, log *slog.Logger, f func()) bool {
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		f()
+	}()
+	t := time.NewTimer(max(time.Until(deadline), 0))
+	defer t.Stop()
+	select {
+	case <-done:
+		return true
+	case <-t.C:
+		log.Warn("stop bound reached: not waiting any longer", slog.String("for", what))
+		return false
+	}
 }
 
 // envValue reads the variable named by key's value; a named variable that
@@ -345,9 +414,8 @@ func resyncInterval(d time.Duration) time.Duration {
 
 // PrepareStore checks that the store is reachable and its schema current:
 // SQLite stores are migrated, PostgreSQL ones only when migrate is set.
+// `reconciler migrate` and Run both use it; ctx bounds it.
 func PrepareStore(ctx context.Context, store snapshot.Store, migrate bool, log *slog.Logger) error {
-	ctx, cancel := context.WithTimeout(ctx, startupTimeout)
-	defer cancel()
 	if err := store.Ping(ctx); err != nil {
 		return fmt.Errorf("store unreachable: %w", err)
 	}
@@ -370,11 +438,11 @@ func PrepareStore(ctx context.Context, store snapshot.Store, migrate bool, log *
 // startDrift builds the drift writer and schedule from the configuration
 // current now (a reload may have replaced the one Run started with) and
 // publishes them to Reload.
-func (d *Daemon) startDrift(rec *reconcile.Reconciler, store snapshot.Source, replica string, metrics *reconcile.Metrics) (*driftWriter, *driftSchedule, error) {
+func (d *Daemon) startDrift(rec *reconcile.Reconciler, store driftStore, replica string, metrics *reconcile.Metrics) (*driftWriter, *driftSchedule, error) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	cfg := d.cfg
-	if err := os.MkdirAll(cfg.DriftDir, 0o755); err != nil {
+	if err := makeDriftDir(cfg.DriftDir); err != nil {
 		return nil, nil, fmt.Errorf("%s: %w", config.KeyDriftDir, err)
 	}
 	sched, err := newDriftSchedule(cfg.DriftSchedule, d.DriftNow)

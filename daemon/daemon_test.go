@@ -34,7 +34,7 @@ func testConfig(t *testing.T, extra string) *config.Config {
 // Run starts every part on SQLite and stops all of them when ctx ends:
 // goleak in TestMain proves no goroutine is left.
 func TestRunAndStop(t *testing.T) {
-	cfg := testConfig(t, "replica_id: unit\npoll:\n  interval: 50ms\n")
+	cfg := testConfig(t, "replica_id: unit\npoll:\n  interval: 100ms\n")
 	addrc := make(chan string, 1)
 	var reloads atomic.Int32
 	d := New(Options{Config: cfg, Version: "test", Started: func(a string) { addrc <- a },

@@ -12,12 +12,22 @@ import (
 	"github.com/objectstack-fleet/reconciler/snapshot"
 )
 
+// heartbeatStore writes heartbeat rows.
+type heartbeatStore interface {
+	Heartbeat(ctx context.Context, r snapshot.Replica) error
+}
+
+// loopStatus is what a heartbeat reports.
+type loopStatus interface {
+	Status() reconcile.Status
+}
+
 // heartbeater upserts this replica's sys_reconciler_replica row after
 // every pass that changed something (or whose error changed) and at least
-// every poll.interval×5.
+// every HeartbeatInterval.
 type heartbeater struct {
-	store   snapshot.Source
-	rec     *reconcile.Reconciler
+	store   heartbeatStore
+	status  loopStatus
 	version string
 	log     *slog.Logger
 	every   time.Duration
@@ -83,7 +93,7 @@ var hostname = sync.OnceValue(func() string {
 })
 
 func (h *heartbeater) write(ctx context.Context, stopped bool) error {
-	st := h.rec.Status()
+	st := h.status.Status()
 	counts := make(map[string]int64)
 	for kind, byState := range st.Counts {
 		for state, n := range byState {

@@ -4,14 +4,17 @@ import (
 	"context"
 	"log/slog"
 	"time"
-
-	"github.com/objectstack-fleet/reconciler/snapshot"
 )
+
+// journalPruner deletes old journal entries.
+type journalPruner interface {
+	Prune(ctx context.Context, retention time.Duration) (int64, error)
+}
 
 // pruner deletes journal entries older than journal.retention from time
 // to time; the store makes sure one replica at a time does the work.
 type pruner struct {
-	store     snapshot.Source
+	store     journalPruner
 	retention time.Duration
 	log       *slog.Logger
 }

@@ -19,6 +19,9 @@ type Options struct {
 	StallAge         time.Duration // open transactions older than this are reported; default 5×PollInterval
 	RetryBase        time.Duration // first retry delay of a degraded entry; default 5s
 	RetryMax         time.Duration // retry delay cap; default 300s
+	// StopTimeout bounds how long Run takes to return once its context
+	// ends, whatever a materializer does; default 3s.
+	StopTimeout time.Duration
 
 	// Materializers per kind. A kind without one gets a no-op materializer
 	// (credential entries never need one).
@@ -80,6 +83,10 @@ type Status struct {
 	// Stall names open writing transactions holding back changes.
 	Stall  snapshot.Stall `json:"stall"`
 	Passes int64          `json:"passes"`
+	// Abandoned counts the calls into materializers (Materialize past
+	// apply.timeout or cut at a stop, Close past its bound) that the loop
+	// stopped waiting for and that have not returned yet.
+	Abandoned int `json:"abandoned"`
 }
 
 // DriftItem is one entry that differs from what the rows say.

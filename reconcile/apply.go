@@ -5,7 +5,6 @@ import (
 	"errors"
 	"log/slog"
 	"runtime"
-	"runtime/debug"
 	"sort"
 	"strings"
 	"sync"
@@ -266,7 +265,18 @@ func (r *Reconciler) materializeStep(ctx context.Context, st step, rows rowSet) 
 	if m == nil {
 		return outcome{state: registry.StateReady, inst: NopInstance{}, result: "ready"}
 	}
-	inst, err := r.materialize(ctx, m, d)
+	var (
+		inst registry.Instance
+		err  error
+	)
+	switch {
+	case ctx.Err() != nil: // stopping: start nothing new
+		err = Transient(nil, "not tried: the reconciler is stopping")
+	case r.abandoned.running(st.ref):
+		err = r.errAttemptRunning()
+	default:
+		inst, err = r.materialize(ctx, m, d)
+	}
 	if err == nil {
 		return outcome{state: registry.StateReady, inst: inst, result: "ready"}
 	}
@@ -284,61 +294,6 @@ func (r *Reconciler) materializeStep(ctx context.Context, st step, rows rowSet) 
 	}
 	return o
 }
-
-// materialize calls m with apply.timeout, turning a panic or a hang into
-// a transient failure of this entry only. A materializer that ignores its
-// context is abandoned; whatever it returns later is closed.
-func (r *Reconciler) materialize(ctx context.Context, m Materializer, d Desired) (registry.Instance, error) {
-	mctx, cancel := context.WithTimeout(ctx, r.opts.ApplyTimeout)
-	type result struct {
-		inst     registry.Instance
-		err      error
-		panicked bool
-	}
-	ch := make(chan result, 1)
-	r.inflight.Add(1)
-	go func() {
-		defer r.inflight.Done()
-		defer func() {
-			if p := recover(); p != nil {
-				r.log.Error("materializer panicked", slog.String("kind", string(d.Kind)), slog.String("key", d.Key),
-					slog.String("stack", string(debug.Stack())))
-				ch <- result{err: Transient(&abortError{"panic"}, "materializer panicked"), panicked: true}
-			}
-		}()
-		inst, err := m.Materialize(mctx, d)
-		ch <- result{inst: inst, err: err}
-	}()
-	select {
-	case res := <-ch:
-		cancel()
-		if res.panicked {
-			return nil, res.err
-		}
-		if res.err == nil && res.inst == nil {
-			res.inst = NopInstance{}
-		}
-		if res.err != nil && mctx.Err() == context.DeadlineExceeded {
-			return nil, Transient(&abortError{"timeout"}, "materialize timed out after %s", r.opts.ApplyTimeout)
-		}
-		return res.inst, res.err
-	case <-mctx.Done():
-		cancel()
-		r.inflight.Add(1)
-		go func() {
-			defer r.inflight.Done()
-			if res := <-ch; res.inst != nil {
-				r.closeInstance(d.Kind, d.Key, res.inst)
-			}
-		}()
-		return nil, Transient(&abortError{"timeout"}, "materialize timed out after %s", r.opts.ApplyTimeout)
-	}
-}
-
-// abortError marks a materialization the loop cut short (metric label).
-type abortError struct{ label string }
-
-func (e *abortError) Error() string { return "materialization aborted: " + e.label }
 
 // record stores the outcome in the registry (build, validate, swap), logs
 // one line and returns the change.
@@ -376,7 +331,7 @@ func (r *Reconciler) record(ctx context.Context, st step, o outcome) Change {
 	r.regs.Of(st.ref.Kind).Put(e)
 	r.count(st.ref.Kind, prev.State, e.State)
 	if toClose != nil {
-		r.closeInstance(st.ref.Kind, st.ref.Key, toClose)
+		r.closeInstance(ctx, st.ref.Kind, st.ref.Key, toClose)
 	}
 	r.metrics.Materializations.WithLabelValues(string(st.ref.Kind), o.result).Inc()
 	attrs := []slog.Attr{
@@ -407,7 +362,7 @@ func (r *Reconciler) evict(ctx context.Context, ref registry.Ref) Change {
 	e, _ := r.regs.Of(ref.Kind).Delete(ref.Key)
 	delete(r.retries, ref)
 	r.count(ref.Kind, e.State, "")
-	r.closeInstance(ref.Kind, ref.Key, e.Instance)
+	r.closeInstance(ctx, ref.Kind, ref.Key, e.Instance)
 	r.metrics.Evictions.WithLabelValues(string(ref.Kind)).Inc()
 	r.log.LogAttrs(ctx, slog.LevelInfo, "applied", slog.String("kind", string(ref.Kind)), slog.String("key", ref.Key),
 		slog.Int64("revision", e.Revision), slog.String("action", string(ActionEvict)))

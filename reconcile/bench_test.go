@@ -96,7 +96,7 @@ func BenchmarkReconcile100k(b *testing.B) {
 				}
 				b.ReportMetric(perEntry, "heap-B/entry")
 			})
-			r.shutdown()
+			r.shutdown(DefaultStopTimeout)
 		})
 	}
 }

@@ -18,6 +18,7 @@ type Metrics struct {
 	Relists          *prometheus.CounterVec // reason
 	StoreErrors      prometheus.Counter
 	DriftItems       *prometheus.GaugeVec // section
+	Abandoned        prometheus.Gauge     // calls the loop stopped waiting for, still running
 }
 
 // NewMetrics creates the metrics and registers them with reg (nil: not
@@ -56,6 +57,10 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		DriftItems: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "reconciler_drift_items", Help: "Items in the latest drift report by section.",
 		}, []string{"section"}),
+		Abandoned: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "reconciler_abandoned_goroutines",
+			Help: "Calls into materializers (Materialize, Close) the loop stopped waiting for that have not returned yet.",
+		}),
 	}
 	// Every series exists from the start at zero, so that dashboards and
 	// alerts never see a missing series.
@@ -74,7 +79,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	}
 	if reg != nil {
 		reg.MustRegister(m.Materializations, m.Evictions, m.Passes, m.Items, m.CursorLag,
-			m.PollDuration, m.PassDuration, m.Relists, m.StoreErrors, m.DriftItems)
+			m.PollDuration, m.PassDuration, m.Relists, m.StoreErrors, m.DriftItems, m.Abandoned)
 	}
 	return m
 }

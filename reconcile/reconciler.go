@@ -22,6 +22,7 @@ const (
 	DefaultApplyTimeout     = 30 * time.Second
 	DefaultRetryBase        = 5 * time.Second
 	DefaultRetryMax         = 300 * time.Second
+	DefaultStopTimeout      = 3 * time.Second
 	maxStoreBackoff         = 30 * time.Second
 )
 
@@ -48,8 +49,9 @@ type Reconciler struct {
 	cursor       snapshot.Cursor
 	relistReason Trigger // non-empty: the next pass must relist
 	retries      map[registry.Ref]time.Time
-	inflight     sync.WaitGroup // materializer goroutines
 	lastStall    time.Time
+
+	abandoned *abandoned // calls the loop stopped waiting for
 
 	mu     sync.Mutex // guards the fields below (read by Status)
 	status Status
@@ -80,6 +82,9 @@ func New(src snapshot.Source, opts Options) *Reconciler {
 	if opts.RetryMax <= 0 {
 		opts.RetryMax = DefaultRetryMax
 	}
+	if opts.StopTimeout <= 0 {
+		opts.StopTimeout = DefaultStopTimeout
+	}
 	if opts.StallAge <= 0 {
 		opts.StallAge = 5 * opts.PollInterval
 	}
@@ -105,6 +110,7 @@ func New(src snapshot.Source, opts Options) *Reconciler {
 		model:        newModel(),
 		retries:      make(map[registry.Ref]time.Time),
 		relistReason: TriggerStart,
+		abandoned:    newAbandoned(metrics.Abandoned),
 	}
 	r.status.Replica = opts.ReplicaID
 	r.status.Counts = make(map[registry.Kind]map[registry.State]int)
@@ -173,17 +179,31 @@ func (r *Reconciler) Status() Status {
 		lp := *s.LastPass
 		s.LastPass = &lp
 	}
+	s.Abandoned = r.abandoned.count()
 	return s
 }
 
-// Run relists, then polls until ctx ends; before returning it waits for
-// the pass in flight and closes every instance. It returns nil when ctx
-// ended.
+// Run relists, then polls until ctx ends. It returns nil when ctx ended,
+// within Options.StopTimeout whatever a materializer does: the pass in
+// flight may go on for the first three fifths of it (then what still runs
+// is abandoned), closing every instance gets the rest.
 func (r *Reconciler) Run(ctx context.Context) error {
 	r.mu.Lock()
 	r.status.StartedAt = time.Now()
 	r.mu.Unlock()
-	defer r.shutdown()
+
+	drain := r.opts.StopTimeout * 3 / 5
+	passCtx, abandon := context.WithCancel(context.WithoutCancel(ctx))
+	watched := make(chan struct{})
+	go func() {
+		defer close(watched)
+		cutAfter(ctx, passCtx, drain, abandon)
+	}()
+	defer func() {
+		abandon()
+		<-watched
+		r.shutdown(r.opts.StopTimeout - drain)
+	}()
 
 	timer := time.NewTimer(0)
 	defer timer.Stop()
@@ -209,8 +229,8 @@ func (r *Reconciler) Run(ctx context.Context) error {
 		if relist && (trig == TriggerAntiEntropy || trig == TriggerResync) {
 			nextResync = now.Add(r.jitter(r.opts.ResyncInterval, r.opts.ResyncInterval/10))
 		}
-		// Finish the pass even if ctx ends meanwhile (graceful stop).
-		err := r.pass(context.WithoutCancel(ctx), trig, relist)
+		// The pass may finish after ctx ends, within the stop bound.
+		err := r.pass(passCtx, trig, relist)
 		if err != nil {
 			storeFailures++
 			nextPoll = time.Now().Add(r.storeBackoff(storeFailures))
@@ -317,10 +337,29 @@ func (r *Reconciler) retryBackoff(attempt int) time.Duration {
 	return r.jitter(d, d/5)
 }
 
-// shutdown waits for abandoned materializations and closes every instance.
-func (r *Reconciler) shutdown() {
-	r.inflight.Wait()
-	for i := len(registry.Kinds) - 1; i >= 0; i-- { // dependents first
+// cutAfter calls abandon once ctx has been over for grace, or returns
+// when pass ends first.
+func cutAfter(ctx, pass context.Context, grace time.Duration, abandon func()) {
+	select {
+	case <-ctx.Done():
+	case <-pass.Done():
+		return
+	}
+	t := time.NewTimer(grace)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		abandon()
+	case <-pass.Done():
+	}
+}
+
+// shutdown closes every instance, dependents first, waiting at most
+// budget for the lot: a Close still running then is abandoned (counted).
+func (r *Reconciler) shutdown(budget time.Duration) {
+	ctx, cancel := context.WithTimeout(context.Background(), budget)
+	defer cancel()
+	for i := len(registry.Kinds) - 1; i >= 0; i-- {
 		reg := r.regs.Of(registry.Kinds[i])
 		for _, key := range reg.Keys() {
 			var inst registry.Instance
@@ -328,22 +367,8 @@ func (r *Reconciler) shutdown() {
 				inst, e.Instance = e.Instance, nil
 				e.ServingRevision, e.ServingSignature = 0, ""
 			})
-			r.closeInstance(registry.Kinds[i], key, inst)
+			r.closeInstance(ctx, registry.Kinds[i], key, inst)
 		}
-	}
-}
-
-func (r *Reconciler) closeInstance(k registry.Kind, key string, inst registry.Instance) {
-	if inst == nil {
-		return
-	}
-	defer func() {
-		if p := recover(); p != nil {
-			r.log.Error("close panicked", slog.String("kind", string(k)), slog.String("key", key))
-		}
-	}()
-	if err := inst.Close(); err != nil {
-		r.log.Warn("close instance", slog.String("kind", string(k)), slog.String("key", key), slog.String("error", err.Error()))
 	}
 }
 

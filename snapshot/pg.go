@@ -21,8 +21,8 @@ import (
 // PG is the PostgreSQL store. Its cursor is a pg_snapshot (DESIGN §4).
 type PG struct {
 	pool *pgxpool.Pool
-	url  string // redacted
-	pw   string // for scrubbing driver messages only
+	url  string   // redacted
+	pw   []string // the URL's secrets, for scrubbing driver messages only
 	log  *slog.Logger
 }
 

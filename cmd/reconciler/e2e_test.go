@@ -357,7 +357,7 @@ func TestSecondSignalExitsAtOnce(t *testing.T) {
 	t.Cleanup(func() { close(release) })
 	dir := t.TempDir()
 	store := "sqlite://" + filepath.Join(dir, "store.db")
-	d := startDaemon(t, daemonOpts{dir: dir, args: []string{"--store.url", store, "--poll.interval", "50ms",
+	d := startDaemon(t, daemonOpts{dir: dir, args: []string{"--store.url", store, "--poll.interval", "100ms",
 		"--apply.timeout", "1h", "--drift.schedule", "", "--resync.interval", "0s"}})
 	eventually(t, 60*time.Second, "ready", func() bool { code, _ := d.request("GET", "/readyz"); return code == 200 })
 	snapshottest.Exec(t, store, `INSERT INTO sys_metadata (id, type, name, metadata) VALUES ('c', 'connector', 'stuck', $1)`,

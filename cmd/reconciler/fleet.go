@@ -10,6 +10,7 @@ import (
 
 	"github.com/spf13/pflag"
 
+	"github.com/objectstack-fleet/reconciler/daemon"
 	"github.com/objectstack-fleet/reconciler/internal/config"
 	"github.com/objectstack-fleet/reconciler/registry"
 	"github.com/objectstack-fleet/reconciler/snapshot"
@@ -85,7 +86,7 @@ func runFleet(ctx context.Context, c *cli, fs *pflag.FlagSet) error {
 }
 
 func buildFleet(head snapshot.Watermark, reps []snapshot.Replica, poll time.Duration, now time.Time) fleetView {
-	beat := 5 * poll
+	beat := daemon.HeartbeatInterval(poll)
 	view := fleetView{Head: head, Replicas: make([]fleetRow, 0, len(reps))}
 	for _, r := range reps {
 		row := fleetRow{Replica: r, States: map[string]int64{}}
@@ -125,7 +126,7 @@ func printFleet(c *cli, v fleetView) {
 		if r.BehindEntries > 0 {
 			behind = fmt.Sprintf("%d (%.0fs)", r.BehindEntries, r.LagSeconds)
 		}
-		fmt.Fprintf(w, "%s\t%s\t%d\t%s\t%s ago\t%s\t%s\t", r.ReplicaID, dash(r.Host), r.PID, dash(r.Version), age(now, r.HeartbeatAt), dash(r.Cursor), behind)
+		fmt.Fprintf(w, "%s\t%s\t%d\t%s\t%s ago\t%s\t%s\t", clean(r.ReplicaID), dash(r.Host), r.PID, dash(r.Version), age(now, r.HeartbeatAt), dash(r.Cursor), behind)
 		for _, s := range registry.States {
 			fmt.Fprintf(w, "%d\t", r.States[string(s)])
 		}

@@ -7,6 +7,7 @@ import (
 
 	"github.com/spf13/pflag"
 
+	"github.com/objectstack-fleet/reconciler/daemon"
 	"github.com/objectstack-fleet/reconciler/internal/config"
 	"github.com/objectstack-fleet/reconciler/snapshot"
 )
@@ -43,11 +44,8 @@ func runMigrate(ctx context.Context, c *cli, fs *pflag.FlagSet) error {
 	defer store.Close()
 	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
 	defer cancel()
-	if err := store.Ping(ctx); err != nil {
-		return fmt.Errorf("store unreachable: %w", err)
-	}
-	if err := store.Migrate(ctx); err != nil {
-		return fmt.Errorf("migrate: %w", err)
+	if err := daemon.PrepareStore(ctx, store, true, log); err != nil {
+		return err
 	}
 	fmt.Fprintf(c.stdout, "migrated %s store %s\n", store.Kind(), snapshot.RedactURL(cfg.StoreURL))
 	return nil

@@ -4,6 +4,9 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"os"
+	"sync/atomic"
+	"time"
 
 	"github.com/spf13/pflag"
 
@@ -21,7 +24,8 @@ func runCmd() *command {
 SQLite stores are migrated at start; PostgreSQL stores only with --migrate.
 Signals: SIGHUP reloads the configuration file and reconciles now, SIGUSR1
 runs a full resync, SIGUSR2 writes a drift report, SIGINT/SIGTERM stop
-gracefully (a second one exits at once).`,
+gracefully within 4s, whatever a materializer does (a second one exits at
+once). Signals are caught from the start, also during startup.`,
 		flags: func(fs *pflag.FlagSet) {
 			configFlag(fs)
 			fs.Bool("migrate", false, "migrate a PostgreSQL store at start (SQLite stores are always migrated)")
@@ -30,6 +34,10 @@ gracefully (a second one exits at once).`,
 		run: runDaemon,
 	}
 }
+
+// stopWatchdogSlack is how long past daemon.StopTimeout the process waits
+// for the daemon before exiting regardless.
+const stopWatchdogSlack = 500 * time.Millisecond
 
 func runDaemon(ctx context.Context, c *cli, fs *pflag.FlagSet) error {
 	if err := noArgs(c); err != nil {
@@ -52,11 +60,23 @@ func runDaemon(ctx context.Context, c *cli, fs *pflag.FlagSet) error {
 		Level:   level,
 		Reload:  func() (*config.Config, error) { return loadConfig(fs) },
 	})
+	// The daemon keeps its stop bound; should something it does not know
+	// of hang, the watchdog still ends the process soon after.
+	var watchdog atomic.Pointer[time.Timer]
 	stopped := context.AfterFunc(ctx, func() {
 		log.Info("stopping: finishing the pass in flight, abandoning what is still running after the stop bound",
 			slog.String("signal", signalName(context.Cause(ctx))), slog.Duration("bound", daemon.StopTimeout))
+		watchdog.Store(time.AfterFunc(daemon.StopTimeout+stopWatchdogSlack, func() {
+			log.Error("stop bound passed with parts still running: exiting", slog.Duration("bound", daemon.StopTimeout))
+			os.Exit(exitFailure)
+		}))
 	})
-	defer stopped()
+	defer func() {
+		stopped()
+		if t := watchdog.Load(); t != nil {
+			t.Stop()
+		}
+	}()
 	done := make(chan struct{})
 	served := make(chan struct{})
 	go func() {

@@ -3,6 +3,8 @@ package main
 import (
 	"io"
 	"net"
+	"net/http"
+	"net/http/httptest"
 	"net/url"
 	"strings"
 	"sync"
@@ -101,7 +103,7 @@ func TestSignalBurstDuringStartup(t *testing.T) {
 	dir := t.TempDir()
 	writeConfig(t, dir, "store:\n  url: "+u.String()+"\ndrift:\n  dir: ./drift\n  schedule: \"@every 1h\"\n")
 	d := launchDaemon(t, daemonOpts{dir: dir, args: []string{"--config", "config.yaml", "--log.level", "debug",
-		"--poll.interval", "50ms"}})
+		"--poll.interval", "100ms"}})
 
 	// The daemon has read its configuration and waits on the store.
 	eventually(t, 60*time.Second, "startup waiting on the store", func() bool {
@@ -153,5 +155,50 @@ func TestSignalBurstDuringStartup(t *testing.T) {
 	}
 	if out := d.out.String(); strings.Contains(out, "DATA RACE") {
 		t.Fatalf("data race in the daemon:\n%s", out)
+	}
+}
+
+// TestStopBoundWithHungProbe: SIGTERM while a connector's probe waits on an
+// upstream that never answers (apply.timeout is an hour): the daemon exits
+// 0 within 5 s of the signal, with a stopped heartbeat.
+func TestStopBoundWithHungProbe(t *testing.T) {
+	t.Parallel()
+	reached := make(chan struct{}, 1)
+	release := make(chan struct{})
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		select {
+		case reached <- struct{}{}:
+		default:
+		}
+		<-release // never answers while the test runs
+	}))
+	t.Cleanup(up.Close)
+	t.Cleanup(func() { close(release) })
+	dir := t.TempDir()
+	store := snapshottest.NewPostgresURL(t)
+	d := startDaemon(t, daemonOpts{dir: dir, args: []string{"--store.url", store, "--poll.interval", "50ms",
+		"--apply.timeout", "1h", "--drift.schedule", "", "--resync.interval", "0s", "--replica_id", "hung"}})
+	eventually(t, 60*time.Second, "ready", func() bool { code, _ := d.request("GET", "/readyz"); return code == 200 })
+	snapshottest.Exec(t, store, `INSERT INTO sys_metadata (id, type, name, metadata) VALUES ('c', 'connector', 'stuck', $1)`,
+		`{"provider":"rest","providerConfig":{"baseUrl":"`+up.URL+`","timeout":"1h"},"auth":{"type":"none"},"enabled":true}`)
+	select {
+	case <-reached:
+	case <-time.After(60 * time.Second):
+		t.Fatal("the connector's probe never reached upstream")
+	}
+
+	sent := time.Now()
+	d.signal(syscall.SIGTERM)
+	select {
+	case <-d.done:
+	case <-time.After(5 * time.Second):
+		t.Fatalf("still running 5s after SIGTERM:\n%s", d.out.String())
+	}
+	t.Logf("exited %s after SIGTERM", time.Since(sent).Round(time.Millisecond))
+	if d.code != 0 {
+		t.Fatalf("exit %d after SIGTERM", d.code)
+	}
+	if stopped, ok := heartbeat(t, store, "hung"); !ok || !stopped {
+		t.Fatalf("heartbeat found %v stopped %v", ok, stopped)
 	}
 }

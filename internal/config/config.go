@@ -18,6 +18,7 @@ import (
 	"github.com/spf13/pflag"
 	"github.com/spf13/viper"
 
+	"github.com/objectstack-fleet/reconciler/internal/redact"
 	"github.com/objectstack-fleet/reconciler/snapshot"
 )
 
@@ -210,7 +211,7 @@ func decode(v *viper.Viper) (*Config, error) {
 	c := &Config{
 		ReplicaID:        d.str(KeyReplicaID),
 		StoreURL:         d.str(KeyStoreURL),
-		PollInterval:     d.duration(KeyPollInterval, 1),
+		PollInterval:     d.duration(KeyPollInterval, MinPollInterval),
 		PollJitter:       d.duration(KeyPollJitter, 0),
 		ResyncInterval:   d.duration(KeyResyncInterval, 0),
 		HintListen:       d.boolean(KeyHintListen),
@@ -238,6 +239,9 @@ func decode(v *viper.Viper) (*Config, error) {
 		}
 		c.ReplicaID = h
 	}
+	if c.ResyncInterval > 0 && c.ResyncInterval < MinResyncInterval {
+		d.fail(KeyResyncInterval, fmt.Sprintf("must be 0 (off) or at least %s (each resync relists the whole store), got %s", MinResyncInterval, c.ResyncInterval))
+	}
 	d.check(KeyStoreURL, checkStoreURL(c.StoreURL))
 	if c.DriftSchedule != "" {
 		if _, err := ParseSchedule(c.DriftSchedule); err != nil {
@@ -248,6 +252,9 @@ func decode(v *viper.Viper) (*Config, error) {
 		d.fail(KeyDriftDir, "must not be empty")
 	}
 	d.check(KeyStatusListen, checkListen(c.StatusListen))
+	if host, _, err := net.SplitHostPort(c.StatusListen); err == nil && !LoopbackHost(host) && c.StatusTokenEnv == "" {
+		d.fail(KeyStatusListen, fmt.Sprintf("%q is not a loopback address: the status API needs a token there (set %s)", c.StatusListen, KeyStatusTokenEnv))
+	}
 	d.check(KeyStatusTokenEnv, checkEnvName(c.StatusTokenEnv))
 	d.check(KeyWebhookSecretEnv, checkEnvName(c.WebhookSecretEnv))
 	if c.WebhookURL != "" {
@@ -310,8 +317,17 @@ func (d *decoder) str(key string) string {
 	return strings.TrimSpace(s)
 }
 
-// duration parses a Go duration ("1s", "15m"); min is 0 (may be zero) or 1
-// (must be positive).
+// Floors of the intervals that, set tiny, would keep a core busy.
+const (
+	// MinPollInterval is the shortest poll.interval: every poll is a
+	// query, and a heartbeat is written every five polls.
+	MinPollInterval = 50 * time.Millisecond
+	// MinResyncInterval is the shortest resync.interval other than 0.
+	MinResyncInterval = time.Second
+)
+
+// duration parses a Go duration ("1s", "15m"); min is 0 (may be zero), 1
+// (must be positive) or a floor.
 func (d *decoder) duration(key string, min time.Duration) time.Duration {
 	raw := d.v.Get(key)
 	if dur, ok := raw.(time.Duration); ok {
@@ -330,8 +346,10 @@ func (d *decoder) durationRange(key string, dur, min time.Duration) time.Duratio
 	switch {
 	case dur < 0:
 		d.fail(key, fmt.Sprintf("must not be negative, got %s", dur))
-	case dur < min:
+	case dur < min && min == 1:
 		d.fail(key, "must be greater than zero")
+	case dur < min:
+		d.fail(key, fmt.Sprintf("must be at least %s (a shorter one keeps a core busy), got %s", min, dur))
 	}
 	return dur
 }
@@ -434,12 +452,22 @@ func checkStoreURL(s string) error {
 	return nil
 }
 
+// LoopbackHost reports whether a listen host binds loopback only:
+// "localhost" or a loopback IP. An empty host binds every interface.
+func LoopbackHost(host string) bool {
+	host = strings.Trim(host, "[]")
+	if strings.EqualFold(host, "localhost") {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}
+
 func checkListen(s string) error {
-	host, port, err := net.SplitHostPort(s)
+	_, port, err := net.SplitHostPort(s)
 	if err != nil {
 		return fmt.Errorf("want HOST:PORT, got %q", s)
 	}
-	_ = host
 	if port == "" {
 		return fmt.Errorf("want HOST:PORT, got %q", s)
 	}
@@ -488,5 +516,5 @@ func checkEnvName(s string) error {
 	return nil
 }
 
-// RedactURL hides the password of a URL for logs and errors.
-func RedactURL(s string) string { return snapshot.RedactURL(s) }
+// RedactURL hides the secrets of a URL for logs and errors.
+func RedactURL(s string) string { return redact.URL(s) }
