@@ -121,7 +121,7 @@ func TestChaosSecrets(t *testing.T) {
 			t.Errorf("GET %s: %d %s %v", p, code, b, err)
 		}
 	}
-	if code, b, err := d.request("POST", "/v1/drift", nil, nil); err != nil || code != 200 {
+	if code, b, err := d.request("POST", "/v1/drift", nil, jsonType); err != nil || code != 200 {
 		t.Errorf("POST /v1/drift: %d %s %v", code, b, err)
 	}
 

@@ -15,6 +15,7 @@ import (
 
 	"github.com/robfig/cron/v3"
 
+	"github.com/objectstack-fleet/reconciler/internal/coalesce"
 	"github.com/objectstack-fleet/reconciler/internal/config"
 	"github.com/objectstack-fleet/reconciler/reconcile"
 )
@@ -31,8 +32,10 @@ type driftStore interface {
 }
 
 // driftWriter writes drift reports: a timestamped file and latest.json in
-// drift.dir (each written atomically), the store's row, one log line and
-// the drift metrics. Writes are serialized.
+// drift.dir (each written atomically, readable by the daemon's user only),
+// the store's row, one log line and the blockers gauge (the loop's Drift
+// sets the other drift gauges). Callers that ask while a report is being
+// written share it: one relist of the store, one file.
 type driftWriter struct {
 	rec     *reconcile.Reconciler
 	store   driftStore
@@ -42,7 +45,16 @@ type driftWriter struct {
 
 	mu  sync.Mutex
 	dir string
+
+	writes coalesce.Call[reconcile.DriftReport]
 }
+
+// driftTimeout bounds one drift report.
+const driftTimeout = 2 * time.Minute
+
+// makeDriftDir creates drift.dir, readable by the daemon's user only (an
+// existing directory keeps its mode; the reports in it are 0600 anyway).
+func makeDriftDir(dir string) error { return os.MkdirAll(dir, 0o700) }
 
 func (w *driftWriter) setDir(dir string) {
 	w.mu.Lock()
@@ -50,9 +62,19 @@ func (w *driftWriter) setDir(dir string) {
 	w.mu.Unlock()
 }
 
+// write writes a report now, or shares the one being written.
 func (w *driftWriter) write(ctx context.Context) (reconcile.DriftReport, error) {
+	return w.writes.Do(ctx, func(ctx context.Context) (reconcile.DriftReport, error) {
+		ctx, cancel := context.WithTimeout(ctx, driftTimeout)
+		defer cancel()
+		return w.writeNow(ctx)
+	})
+}
+
+func (w *driftWriter) writeNow(ctx context.Context) (reconcile.DriftReport, error) {
 	w.mu.Lock()
-	defer w.mu.Unlock()
+	dir := w.dir
+	w.mu.Unlock()
 	rep, err := w.rec.Drift(ctx)
 	if err != nil {
 		return reconcile.DriftReport{}, fmt.Errorf("compute drift report: %w", err)
@@ -67,23 +89,18 @@ func (w *driftWriter) write(ctx context.Context) (reconcile.DriftReport, error) 
 	b = append(b, '\n')
 	name := "drift-" + rep.At.UTC().Format("20060102T150405.000000000Z") + ".json"
 	var errs []error
-	if err := writeAtomic(w.dir, name, b); err != nil {
+	if err := writeAtomic(dir, name, b); err != nil {
 		errs = append(errs, err)
-	} else if err := writeAtomic(w.dir, LatestDriftFile, b); err != nil {
+	} else if err := writeAtomic(dir, LatestDriftFile, b); err != nil {
 		errs = append(errs, err)
 	}
 	if err := w.store.WriteDrift(ctx, w.replica, rep.At, b); err != nil {
 		errs = append(errs, fmt.Errorf("store drift report: %w", err))
 	}
-	w.prune()
+	pruneDrift(dir, keepDriftFiles)
 	s := rep.Summary
 	if w.metrics != nil {
-		for section, n := range map[string]int{
-			"not_ready": s.NotReady, "signature_mismatch": s.SignatureMismatch, "orphans": s.Orphans,
-			"missing": s.Missing, "checksum_mismatches": s.ChecksumMismatches, "blockers": len(rep.Stall.Blockers),
-		} {
-			w.metrics.DriftItems.WithLabelValues(section).Set(float64(n))
-		}
+		w.metrics.DriftItems.WithLabelValues("blockers").Set(float64(len(rep.Stall.Blockers)))
 	}
 	level := slog.LevelInfo
 	if !rep.Clean() {
@@ -95,24 +112,36 @@ func (w *driftWriter) write(ctx context.Context) (reconcile.DriftReport, error) 
 		slog.Int("signature_mismatch", s.SignatureMismatch), slog.Int("orphans", s.Orphans),
 		slog.Int("missing", s.Missing), slog.Int("checksum_mismatches", s.ChecksumMismatches),
 		slog.Int("blockers", len(rep.Stall.Blockers)), slog.Float64("lag_seconds", rep.LagSeconds),
-		slog.String("file", filepath.Join(w.dir, name)))
+		slog.String("file", filepath.Join(dir, name)))
 	return rep, errors.Join(errs...)
 }
 
-// prune keeps the newest keepDriftFiles timestamped reports.
-func (w *driftWriter) prune() {
-	names, err := filepath.Glob(filepath.Join(w.dir, "drift-*.json"))
-	if err != nil || len(names) <= keepDriftFiles {
+// pruneDrift keeps the newest keep timestamped reports of dir. It lists
+// the directory rather than matching a pattern, so that a dir holding
+// pattern characters ("[", "*") is pruned all the same.
+func pruneDrift(dir string, keep int) {
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return
+	}
+	var names []string
+	for _, e := range entries {
+		n := e.Name()
+		if e.Type().IsRegular() && strings.HasPrefix(n, "drift-") && strings.HasSuffix(n, ".json") {
+			names = append(names, n)
+		}
+	}
+	if len(names) <= keep {
 		return
 	}
 	sort.Strings(names) // timestamps sort lexically
-	for _, n := range names[:len(names)-keepDriftFiles] {
-		_ = os.Remove(n)
+	for _, n := range names[:len(names)-keep] {
+		_ = os.Remove(filepath.Join(dir, n))
 	}
 }
 
-// writeAtomic writes dir/name through a temporary file and a rename, so
-// that readers never see a partial report.
+// writeAtomic writes dir/name (mode 0600) through a temporary file and a
+// rename, so that readers never see a partial report.
 func writeAtomic(dir, name string, b []byte) error {
 	f, err := os.CreateTemp(dir, "."+name+".tmp*")
 	if err != nil {
@@ -127,7 +156,7 @@ func writeAtomic(dir, name string, b []byte) error {
 		err = cerr
 	}
 	if err == nil {
-		err = os.Chmod(tmp, 0o644)
+		err = os.Chmod(tmp, 0o600) // CreateTemp's mode, stated: reports are the daemon user's
 	}
 	if err == nil {
 		err = os.Rename(tmp, filepath.Join(dir, name))

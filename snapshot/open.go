@@ -2,8 +2,9 @@ package snapshot
 
 import (
 	"fmt"
-	"net/url"
 	"strings"
+
+	"github.com/objectstack-fleet/reconciler/internal/redact"
 )
 
 // Open returns the store named by rawURL without doing any I/O:
@@ -30,68 +31,14 @@ func badURL(rawURL, problem string) error {
 	return fmt.Errorf("%w %s: %s", ErrBadURL, RedactURL(rawURL), problem)
 }
 
-const redactedPassword = "xxxxx"
+// RedactURL returns u with any password (userinfo, or a query parameter
+// such as password or sslpassword) hidden, for logs and errors. It copes
+// with URLs that do not parse.
+func RedactURL(u string) string { return redact.URL(u) }
 
-// RedactURL returns u with any password replaced by xxxxx, for logs and
-// errors. It also redacts a password query parameter and copes with URLs
-// that do not parse.
-func RedactURL(u string) string {
-	if p, err := url.Parse(u); err == nil && p.Opaque == "" {
-		changed := false
-		if p.User != nil {
-			if _, has := p.User.Password(); has {
-				p.User = url.UserPassword(p.User.Username(), redactedPassword)
-				changed = true
-			}
-		}
-		if q := p.Query(); q.Has("password") {
-			q.Set("password", redactedPassword)
-			p.RawQuery = q.Encode()
-			changed = true
-		}
-		if changed {
-			return p.String()
-		}
-		return u
-	}
-	// Unparseable or without a scheme: cut userinfo's password by hand,
-	// from "user:" to the last "@" before the path.
-	_, rest, ok := strings.Cut(u, "://")
-	if !ok {
-		rest = u
-	}
-	start := len(u) - len(rest)
-	end := strings.IndexAny(rest, "/?#")
-	if end < 0 {
-		end = len(rest)
-	}
-	at := strings.LastIndex(rest[:end], "@")
-	if at < 0 {
-		return u
-	}
-	colon := strings.Index(rest[:at], ":")
-	if colon < 0 {
-		return u
-	}
-	return u[:start+colon+1] + redactedPassword + u[start+at:]
-}
-
-// urlPassword returns the password in u, if any, so that driver messages
-// can be scrubbed of it.
-func urlPassword(u string) string {
-	p, err := url.Parse(u)
-	if err != nil {
-		return ""
-	}
-	var pw string
-	if p.User != nil {
-		pw, _ = p.User.Password()
-	}
-	if q := p.Query().Get("password"); q != "" && pw == "" {
-		pw = q
-	}
-	return pw
-}
+// urlPassword returns the secrets in u, so that driver messages can be
+// scrubbed of them.
+func urlPassword(u string) []string { return redact.URLSecrets(u) }
 
 // storeError is what stores return for driver failures: the operation, the
 // redacted URL, a sentinel and the driver's message, scrubbed of the
@@ -129,10 +76,4 @@ func (e *storeError) Unwrap() []error {
 	return errs
 }
 
-func scrub(msg, password string) string {
-	if password == "" {
-		return msg
-	}
-	msg = strings.ReplaceAll(msg, password, redactedPassword)
-	return strings.ReplaceAll(msg, url.QueryEscape(password), redactedPassword)
-}
+func scrub(msg string, secrets []string) string { return redact.Secrets(msg, secrets...) }

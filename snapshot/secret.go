@@ -8,16 +8,27 @@ import (
 
 // Secret is a credential value. Every way of printing it prints a
 // placeholder; only Reveal returns the value.
-type Secret struct{ v string }
+//
+// The value sits behind a pointer to a string: fmt prints a struct's
+// unexported fields by reflection, without calling their methods, and it
+// prints such a pointer as an address under every verb (a pointer to a
+// struct would be followed), so a Secret held in an unexported field of
+// another struct shows an address, never the value.
+type Secret struct{ p *string }
 
 // NewSecret wraps a credential value.
-func NewSecret(v string) Secret { return Secret{v: v} }
+func NewSecret(v string) Secret { return Secret{p: &v} }
 
 // Reveal returns the value, for the one place that must send it upstream.
-func (s Secret) Reveal() string { return s.v }
+func (s Secret) Reveal() string {
+	if s.p == nil {
+		return ""
+	}
+	return *s.p
+}
 
 // IsEmpty reports whether the value is empty.
-func (s Secret) IsEmpty() bool { return s.v == "" }
+func (s Secret) IsEmpty() bool { return s.Reveal() == "" }
 
 const redacted = "[REDACTED]"
 

@@ -98,6 +98,10 @@ func (c *client) do(ctx context.Context, method, path string, out any, raw *[]by
 	if c.token != "" {
 		req.Header.Set("Authorization", statusapi.BearerHeader(c.token))
 	}
+	if method == http.MethodPost {
+		// The daemon refuses a POST of any other type (cross-site requests).
+		req.Header.Set("Content-Type", "application/json")
+	}
 	resp, err := c.http.Do(req)
 	if err != nil {
 		return fmt.Errorf("daemon not reachable at %s (is `reconciler run` running?): %w", c.base, errors.Unwrap(err))
@@ -116,7 +120,7 @@ func (c *client) do(ctx context.Context, method, path string, out any, raw *[]by
 		if resp.StatusCode == http.StatusUnauthorized {
 			msg += " (set status.token_env to the variable holding the daemon's token)"
 		}
-		return fmt.Errorf("%s %s: %s: %s", method, path, resp.Status, msg)
+		return fmt.Errorf("%s %s: %s: %s", method, path, resp.Status, clean(msg))
 	}
 	if raw != nil {
 		*raw = body
@@ -158,9 +162,11 @@ func age(now, t time.Time) string {
 	}
 }
 
+// dash prints a row-derived string for a table: "-" when empty, escaped
+// (clean) otherwise.
 func dash(s string) string {
 	if s == "" {
 		return "-"
 	}
-	return s
+	return clean(s)
 }

@@ -54,8 +54,8 @@ func printDrift(c *cli, rep reconcile.DriftReport) {
 	if !rep.Clean() {
 		verdict = "DRIFT"
 	}
-	fmt.Fprintf(c.stdout, "replica %s at %s: %s\n", rep.Replica, rep.At.Format(time.RFC3339), verdict)
-	fmt.Fprintf(c.stdout, "cursor %s (lag %.1fs), %d journal entries pending\n", rep.Cursor, rep.LagSeconds, rep.Stall.Pending)
+	fmt.Fprintf(c.stdout, "replica %s at %s: %s\n", clean(rep.Replica), rep.At.Format(time.RFC3339), verdict)
+	fmt.Fprintf(c.stdout, "cursor %s (lag %.1fs), %d journal entries pending\n", clean(rep.Cursor), rep.LagSeconds, rep.Stall.Pending)
 	fmt.Fprintf(c.stdout, "desired %d, ready %d, not ready %d, signature mismatch %d, orphans %d, missing %d, checksum mismatches %d\n",
 		s.Desired, s.Ready, s.NotReady, s.SignatureMismatch, s.Orphans, s.Missing, s.ChecksumMismatches)
 	now := time.Now()
@@ -74,11 +74,11 @@ func printDrift(c *cli, rep reconcile.DriftReport) {
 		w := tabwriter.NewWriter(c.stdout, 0, 4, 2, ' ', 0)
 		fmt.Fprintln(w, "  KIND\tKEY\tSTATE\tREVISION\tSERVING\tSINCE\tREASON")
 		for _, it := range sec.items {
-			fmt.Fprintf(w, "  %s\t%s\t%s\t%d\t%d\t%s\t%s\n", it.Kind, it.Key, dash(string(it.State)), it.Revision, it.ServingRevision, age(now, it.Since), dash(it.Reason))
+			fmt.Fprintf(w, "  %s\t%s\t%s\t%d\t%d\t%s\t%s\n", clean(string(it.Kind)), clean(it.Key), dash(string(it.State)), it.Revision, it.ServingRevision, age(now, it.Since), dash(it.Reason))
 		}
 		_ = w.Flush()
 	}
 	for _, b := range rep.Stall.Blockers {
-		fmt.Fprintf(c.stdout, "blocked by pid %d: transaction open %s (%s)\n", b.PID, b.XactAge.Round(time.Second), b.State)
+		fmt.Fprintf(c.stdout, "blocked by pid %d: transaction open %s (%s)\n", b.PID, b.XactAge.Round(time.Second), clean(b.State))
 	}
 }

@@ -126,7 +126,7 @@ func printFleet(c *cli, v fleetView) {
 		if r.BehindEntries > 0 {
 			behind = fmt.Sprintf("%d (%.0fs)", r.BehindEntries, r.LagSeconds)
 		}
-		fmt.Fprintf(w, "%s\t%s\t%d\t%s\t%s ago\t%s\t%s\t", r.ReplicaID, dash(r.Host), r.PID, dash(r.Version), age(now, r.HeartbeatAt), dash(r.Cursor), behind)
+		fmt.Fprintf(w, "%s\t%s\t%d\t%s\t%s ago\t%s\t%s\t", clean(r.ReplicaID), dash(r.Host), r.PID, dash(r.Version), age(now, r.HeartbeatAt), dash(r.Cursor), behind)
 		for _, s := range registry.States {
 			fmt.Fprintf(w, "%d\t", r.States[string(s)])
 		}

@@ -72,7 +72,7 @@ func runItems(ctx context.Context, c *cli, fs *pflag.FlagSet) error {
 		if e.ServingRevision != 0 {
 			serving = fmt.Sprint(e.ServingRevision)
 		}
-		fmt.Fprintf(w, "%s\t%s\t%s\t%d\t%s\t%s\t%s\n", e.Kind, e.Key, e.State, e.Revision, serving, age(now, e.Since), dash(e.Reason))
+		fmt.Fprintf(w, "%s\t%s\t%s\t%d\t%s\t%s\t%s\n", clean(string(e.Kind)), clean(e.Key), clean(string(e.State)), e.Revision, serving, age(now, e.Since), dash(e.Reason))
 	}
 	if err := w.Flush(); err != nil {
 		return err

@@ -166,6 +166,9 @@ func (d *proc) request(method, path string) (int, []byte) {
 	if d.token != "" {
 		req.Header.Set("Authorization", "Bearer "+d.token)
 	}
+	if method == http.MethodPost {
+		req.Header.Set("Content-Type", "application/json")
+	}
 	resp, err := d.client.Do(req)
 	if err != nil {
 		d.t.Fatalf("%s %s: %v", method, path, err)

@@ -45,20 +45,20 @@ func runStatus(ctx context.Context, c *cli, fs *pflag.FlagSet) error {
 	}
 	now := time.Now()
 	w := tabwriter.NewWriter(c.stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintf(w, "replica\t%s\n", st.Replica)
+	fmt.Fprintf(w, "replica\t%s\n", clean(st.Status.Replica))
 	fmt.Fprintf(w, "version\t%s\n", dash(st.Version))
 	fmt.Fprintf(w, "store\t%s (up: %s)\n", dash(st.Store), yesNo(st.StoreUp))
 	fmt.Fprintf(w, "started\t%s ago\n", age(now, st.StartedAt))
 	fmt.Fprintf(w, "synced\t%s\n", yesNo(st.Synced))
-	fmt.Fprintf(w, "cursor\t%s (lag %.1fs)\n", st.Cursor.String(), st.LagSeconds)
+	fmt.Fprintf(w, "cursor\t%s (lag %.1fs)\n", clean(st.Cursor.String()), st.LagSeconds)
 	fmt.Fprintf(w, "passes\t%d\n", st.Passes)
 	if p := st.LastPass; p != nil {
-		fmt.Fprintf(w, "last pass\t%s, %s ago, took %s, %d changes\n", p.Trigger, age(now, p.At), p.Duration.Round(time.Microsecond), len(p.Changes))
+		fmt.Fprintf(w, "last pass\t%s, %s ago, took %s, %d changes\n", clean(string(p.Trigger)), age(now, p.At), p.Duration.Round(time.Microsecond), len(p.Changes))
 	}
 	fmt.Fprintf(w, "last error\t%s\n", dash(st.LastError))
 	fmt.Fprintf(w, "pending\t%d journal entries not visible yet\n", st.Stall.Pending)
 	for _, b := range st.Stall.Blockers {
-		fmt.Fprintf(w, "blocked by\tpid %d, transaction open %s (%s)\n", b.PID, b.XactAge.Round(time.Second), b.State)
+		fmt.Fprintf(w, "blocked by\tpid %d, transaction open %s (%s)\n", b.PID, b.XactAge.Round(time.Second), clean(b.State))
 	}
 	if err := w.Flush(); err != nil {
 		return err

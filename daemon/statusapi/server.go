@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"mime"
 	"net"
 	"net/http"
 	"net/url"
@@ -16,6 +17,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/objectstack-fleet/reconciler/internal/coalesce"
+	"github.com/objectstack-fleet/reconciler/internal/config"
 	"github.com/objectstack-fleet/reconciler/reconcile"
 	"github.com/objectstack-fleet/reconciler/registry"
 )
@@ -23,7 +26,7 @@ import (
 // Backend is the loop as the API sees it; *reconcile.Reconciler satisfies it.
 type Backend interface {
 	Status() reconcile.Status
-	Registries() *registry.Set
+	Registries() registry.View
 	Synced() <-chan struct{}
 	Trigger()
 	Resync()
@@ -85,28 +88,111 @@ type ErrorBody struct {
 	Error string `json:"error"`
 }
 
+// driftTimeout bounds one shared drift computation of GET /v1/drift: it
+// goes on when the caller that started it leaves, since others wait for it.
+const driftTimeout = 60 * time.Second
+
+// Handler is the API's handler.
+type Handler struct {
+	o     Options
+	next  http.Handler
+	drift coalesce.Call[reconcile.DriftReport]
+}
+
 // NewHandler returns the API's handler.
-func NewHandler(o Options) http.Handler {
+func NewHandler(o Options) *Handler {
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
-	h := &handler{o: o}
+	h := &Handler{o: o}
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /healthz", h.healthz)
 	mux.HandleFunc("GET /readyz", h.readyz)
 	mux.Handle("GET /metrics", h.auth(h.metrics()))
 	mux.Handle("GET /v1/status", h.auth(http.HandlerFunc(h.status)))
 	mux.Handle("GET /v1/items", h.auth(http.HandlerFunc(h.items)))
-	mux.Handle("POST /v1/reconcile", h.auth(http.HandlerFunc(h.reconcile)))
-	mux.Handle("POST /v1/resync", h.auth(http.HandlerFunc(h.resync)))
-	mux.Handle("GET /v1/drift", h.auth(http.HandlerFunc(h.drift)))
-	mux.Handle("POST /v1/drift", h.auth(http.HandlerFunc(h.writeDrift)))
-	return h.recover(mux)
+	mux.Handle("POST /v1/reconcile", h.auth(h.mutating(h.reconcile)))
+	mux.Handle("POST /v1/resync", h.auth(h.mutating(h.resync)))
+	mux.Handle("GET /v1/drift", h.auth(http.HandlerFunc(h.getDrift)))
+	mux.Handle("POST /v1/drift", h.auth(h.mutating(h.writeDrift)))
+	h.next = h.recover(h.checkHost(mux))
+	return h
 }
 
-type handler struct{ o Options }
+// ServeHTTP implements http.Handler.
+func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) { h.next.ServeHTTP(w, r) }
 
-func (h *handler) recover(next http.Handler) http.Handler {
+// RequiresToken reports whether the handler asks for a bearer token.
+func (h *Handler) RequiresToken() bool { return h.o.Token != "" }
+
+// listenHostKey carries the configured listen host (see Listen) in the
+// request's context.
+type listenHostKey struct{}
+
+// checkHost refuses a request whose Host is not a loopback name, the
+// configured listen host or the address the connection arrived on: a page
+// of another site whose name was rebound to this address (DNS rebinding)
+// sends its own name. It also refuses a request that came in on a
+// non-loopback address when no token is configured.
+func (h *Handler) checkHost(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		local := localIP(r.Context())
+		if !h.allowedHost(r.Context(), r.Host, local) {
+			writeError(w, http.StatusMisdirectedRequest, "request Host is not this daemon's address (a loopback name or the status.listen address)")
+			return
+		}
+		if h.o.Token == "" && local != nil && !local.IsLoopback() {
+			writeError(w, http.StatusForbidden, "no token is configured: the API answers on loopback only (set status.token_env)")
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+func (h *Handler) allowedHost(ctx context.Context, hostport string, local net.IP) bool {
+	host := hostport
+	if hh, _, err := net.SplitHostPort(hostport); err == nil {
+		host = hh
+	}
+	host = strings.TrimSuffix(strings.ToLower(strings.Trim(host, "[]")), ".")
+	if host == "" {
+		return false
+	}
+	if host == "localhost" {
+		return true
+	}
+	if ip := net.ParseIP(host); ip != nil {
+		return ip.IsLoopback() || (local != nil && ip.Equal(local))
+	}
+	listen, _ := ctx.Value(listenHostKey{}).(string)
+	return listen != "" && strings.EqualFold(strings.TrimSuffix(listen, "."), host)
+}
+
+// localIP returns the IP the request's connection arrived on (nil when the
+// handler is not served by an http.Server).
+func localIP(ctx context.Context) net.IP {
+	addr, _ := ctx.Value(http.LocalAddrContextKey).(net.Addr)
+	if tcp, ok := addr.(*net.TCPAddr); ok {
+		return tcp.IP
+	}
+	return nil
+}
+
+// mutating guards an endpoint that changes something: it needs a JSON
+// content type, which a cross-site form or fetch cannot send without a
+// CORS preflight this API never answers.
+func (h *Handler) mutating(next http.HandlerFunc) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mt, _, err := mime.ParseMediaType(r.Header.Get("Content-Type"))
+		if err != nil || mt != "application/json" {
+			writeError(w, http.StatusUnsupportedMediaType, "POST needs \"Content-Type: application/json\"")
+			return
+		}
+		next(w, r)
+	})
+}
+
+func (h *Handler) recover(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		defer func() {
 			if v := recover(); v != nil {
@@ -121,7 +207,7 @@ func (h *handler) recover(next http.Handler) http.Handler {
 	})
 }
 
-func (h *handler) auth(next http.Handler) http.Handler {
+func (h *Handler) auth(next http.Handler) http.Handler {
 	if h.o.Token == "" {
 		return next
 	}
@@ -137,11 +223,11 @@ func (h *handler) auth(next http.Handler) http.Handler {
 	})
 }
 
-func (h *handler) healthz(w http.ResponseWriter, _ *http.Request) {
+func (h *Handler) healthz(w http.ResponseWriter, _ *http.Request) {
 	writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
 }
 
-func (h *handler) readyz(w http.ResponseWriter, _ *http.Request) {
+func (h *Handler) readyz(w http.ResponseWriter, _ *http.Request) {
 	select {
 	case <-h.o.Backend.Synced():
 		writeJSON(w, http.StatusOK, map[string]string{"status": "ready"})
@@ -150,14 +236,14 @@ func (h *handler) readyz(w http.ResponseWriter, _ *http.Request) {
 	}
 }
 
-func (h *handler) metrics() http.Handler {
+func (h *Handler) metrics() http.Handler {
 	if h.o.Gatherer == nil {
 		return http.NotFoundHandler()
 	}
 	return promhttp.HandlerFor(h.o.Gatherer, promhttp.HandlerOpts{ErrorHandling: promhttp.ContinueOnError})
 }
 
-func (h *handler) status(w http.ResponseWriter, _ *http.Request) {
+func (h *Handler) status(w http.ResponseWriter, _ *http.Request) {
 	body := StatusBody{Status: h.o.Backend.Status(), Version: h.o.Version, Store: h.o.Store}
 	if h.o.Replica != nil {
 		body.Replica = h.o.Replica.ReplicaSummary()
@@ -165,7 +251,7 @@ func (h *handler) status(w http.ResponseWriter, _ *http.Request) {
 	writeJSON(w, http.StatusOK, body)
 }
 
-func (h *handler) items(w http.ResponseWriter, r *http.Request) {
+func (h *Handler) items(w http.ResponseWriter, r *http.Request) {
 	q, err := url.ParseQuery(r.URL.RawQuery)
 	if err != nil {
 		writeError(w, http.StatusBadRequest, "malformed query string")
@@ -202,18 +288,24 @@ func (h *handler) items(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, items)
 }
 
-func (h *handler) reconcile(w http.ResponseWriter, _ *http.Request) {
+func (h *Handler) reconcile(w http.ResponseWriter, _ *http.Request) {
 	h.o.Backend.Trigger()
 	writeJSON(w, http.StatusAccepted, Triggered{Requested: "reconcile"})
 }
 
-func (h *handler) resync(w http.ResponseWriter, _ *http.Request) {
+func (h *Handler) resync(w http.ResponseWriter, _ *http.Request) {
 	h.o.Backend.Resync()
 	writeJSON(w, http.StatusAccepted, Triggered{Requested: "resync"})
 }
 
-func (h *handler) drift(w http.ResponseWriter, r *http.Request) {
-	rep, err := h.o.Backend.Drift(r.Context())
+// getDrift serves GET /v1/drift; concurrent callers share one computation
+// (one relist of the store).
+func (h *Handler) getDrift(w http.ResponseWriter, r *http.Request) {
+	rep, err := h.drift.Do(r.Context(), func(ctx context.Context) (reconcile.DriftReport, error) {
+		ctx, cancel := context.WithTimeout(ctx, driftTimeout)
+		defer cancel()
+		return h.o.Backend.Drift(ctx)
+	})
 	if err != nil {
 		h.o.Logger.WarnContext(r.Context(), "drift report failed", slog.String("error", err.Error()))
 		writeError(w, http.StatusServiceUnavailable, "drift report failed: "+err.Error())
@@ -222,7 +314,7 @@ func (h *handler) drift(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, rep)
 }
 
-func (h *handler) writeDrift(w http.ResponseWriter, r *http.Request) {
+func (h *Handler) writeDrift(w http.ResponseWriter, r *http.Request) {
 	if h.o.WriteDrift == nil {
 		w.Header().Set("Allow", "GET, HEAD")
 		writeError(w, http.StatusMethodNotAllowed, "writing drift reports is not enabled")
@@ -257,15 +349,31 @@ type Server struct {
 	srv *http.Server
 }
 
+// ErrNoToken is returned by Listen for a non-loopback address without a
+// token.
+var ErrNoToken = errors.New("a non-loopback address needs a token (status.token_env)")
+
 // Listen binds addr now, so that a busy or bad address fails startup
-// before anything else has started.
+// before anything else has started. It refuses a non-loopback addr unless
+// h is a *Handler that requires a token. h learns addr's host, which it
+// accepts as a request's Host besides loopback names.
 func Listen(addr string, h http.Handler) (*Server, error) {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return nil, fmt.Errorf("listen on %s: %w", addr, err)
+	}
+	if th, ok := h.(interface{ RequiresToken() bool }); !config.LoopbackHost(host) && (!ok || !th.RequiresToken()) {
+		return nil, fmt.Errorf("listen on %s: %w", addr, ErrNoToken)
+	}
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return nil, fmt.Errorf("listen on %s: %w", addr, err)
 	}
 	return &Server{ln: ln, srv: &http.Server{
-		Handler:           h,
+		Handler: h,
+		BaseContext: func(net.Listener) context.Context {
+			return context.WithValue(context.Background(), listenHostKey{}, host)
+		},
 		ReadHeaderTimeout: 10 * time.Second,
 		ReadTimeout:       30 * time.Second,
 		WriteTimeout:      60 * time.Second,

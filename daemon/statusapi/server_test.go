@@ -40,7 +40,7 @@ func newFake() *fakeBackend {
 func (b *fakeBackend) Status() reconcile.Status {
 	return reconcile.Status{Replica: "r1", Synced: true, Counts: map[registry.Kind]map[registry.State]int{registry.KindConnector: {registry.StateHeld: 1}}}
 }
-func (b *fakeBackend) Registries() *registry.Set { return b.regs }
+func (b *fakeBackend) Registries() registry.View { return b.regs.View() }
 func (b *fakeBackend) Synced() <-chan struct{}   { return b.synced }
 func (b *fakeBackend) Trigger()                  { b.triggers.Add(1) }
 func (b *fakeBackend) Resync()                   { b.resyncs.Add(1) }
@@ -54,6 +54,10 @@ func (b *fakeBackend) Drift(context.Context) (reconcile.DriftReport, error) {
 func do(t testing.TB, h http.Handler, method, target, token string) *httptest.ResponseRecorder {
 	t.Helper()
 	r := httptest.NewRequest(method, target, nil)
+	r.Host = "127.0.0.1:9477"
+	if method == http.MethodPost {
+		r.Header.Set("Content-Type", "application/json")
+	}
 	if token != "" {
 		r.Header.Set("Authorization", "Bearer "+token)
 	}
@@ -193,12 +197,13 @@ func FuzzHandler(f *testing.F) {
 		if !validMethod(method) {
 			return
 		}
-		r := &http.Request{Method: method, URL: &url.URL{Path: path, RawQuery: query}, Header: http.Header{}, Body: http.NoBody, Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1, Host: "x"}
+		r := &http.Request{Method: method, URL: &url.URL{Path: path, RawQuery: query}, Header: http.Header{}, Body: http.NoBody, Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1, Host: "localhost"}
 		r.RequestURI = r.URL.RequestURI()
 		r = r.WithContext(context.Background())
 		if auth != "" {
 			r.Header.Set("Authorization", auth)
 		}
+		r.Header.Set("Content-Type", "application/json")
 		w := httptest.NewRecorder()
 		h.ServeHTTP(w, r)
 		if w.Code >= 500 {

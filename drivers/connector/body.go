@@ -1,12 +1,16 @@
 package connector
 
 import (
+	"errors"
+	"fmt"
+	"net"
 	"net/http"
 	"net/url"
 	"strings"
 	"time"
 
 	"github.com/objectstack-fleet/reconciler/drivers/internal/jsonobj"
+	"github.com/objectstack-fleet/reconciler/internal/redact"
 )
 
 // The providers.
@@ -103,7 +107,11 @@ func ParseSpec(body []byte) (Spec, error) {
 		if s.ProbePath, _, err = probe.String("path"); err != nil {
 			return Spec{}, err
 		}
-		if _, err := parseHTTPURL(s.ProbePath, s.BaseURL, probe.Path("path")); err != nil {
+		u, err := parseHTTPURL(s.ProbePath, s.BaseURL, probe.Path("path"))
+		if err != nil {
+			return Spec{}, err
+		}
+		if err := sameOriginAs(u, s.BaseURL, probe.Path("path"), pc.Path("baseUrl")); err != nil {
 			return Spec{}, err
 		}
 	}
@@ -119,6 +127,9 @@ func ParseSpec(body []byte) (Spec, error) {
 			return Spec{}, jsonobj.Faultf("%s is required for provider openapi", pc.Path("specUrl"))
 		}
 		if s.SpecURL, err = parseHTTPURL(spec, s.BaseURL, pc.Path("specUrl")); err != nil {
+			return Spec{}, err
+		}
+		if err := sameOriginAs(s.SpecURL, s.BaseURL, pc.Path("specUrl"), pc.Path("baseUrl")); err != nil {
 			return Spec{}, err
 		}
 	}
@@ -175,12 +186,56 @@ func parseHTTPURL(s string, base *url.URL, path string) (*url.URL, error) {
 	return u, nil
 }
 
+// ErrForeignOrigin is the cause of a connector whose probe or spec URL,
+// or of a request, outside the origin of its baseUrl: the credential is
+// only ever sent to that origin, so such a URL is never fetched.
+var ErrForeignOrigin = errors.New("outside the origin of baseUrl")
+
+// Origin returns u's origin, "scheme://host:port" with the host in lower
+// case and the scheme's default port made explicit.
+func Origin(u *url.URL) string {
+	scheme := strings.ToLower(u.Scheme)
+	port := u.Port()
+	if port == "" {
+		switch scheme {
+		case "http":
+			port = "80"
+		case "https":
+			port = "443"
+		}
+	}
+	return scheme + "://" + net.JoinHostPort(strings.ToLower(u.Hostname()), port)
+}
+
+// sameOriginAs refuses u, the member at path, when its origin is not
+// base's (the member at basePath).
+func sameOriginAs(u, base *url.URL, path, basePath string) error {
+	if Origin(u) == Origin(base) {
+		return nil
+	}
+	return &originError{msg: fmt.Sprintf("%s %s is outside the origin of %s (%s): a credential is only sent there, so it is not fetched",
+		path, redact.URL(u.String()), basePath, Origin(base))}
+}
+
+// originError is a body fault (jsonobj.ErrBody) that is also
+// ErrForeignOrigin.
+type originError struct{ msg string }
+
+func (e *originError) Error() string   { return e.msg }
+func (e *originError) Unwrap() []error { return []error{jsonobj.ErrBody, ErrForeignOrigin} }
+
 // joinURL resolves ref against base, treating a rooted ref path as
 // relative to base's path, so that baseUrl "https://h/api/v1" and probe
-// path "/health" give "https://h/api/v1/health".
+// path "/health" give "https://h/api/v1/health". An absolute ref is kept;
+// a scheme-relative one ("//host/x") takes base's scheme.
 func joinURL(base, ref *url.URL) *url.URL {
-	if ref.IsAbs() || ref.Host != "" {
+	if ref.IsAbs() {
 		return ref
+	}
+	if ref.Host != "" {
+		u := *ref
+		u.Scheme = base.Scheme
+		return &u
 	}
 	u := *base
 	if ref.Path != "" {

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"sync/atomic"
 
+	"github.com/objectstack-fleet/reconciler/internal/redact"
 	"github.com/objectstack-fleet/reconciler/snapshot"
 )
 
@@ -33,18 +34,18 @@ type Client struct {
 func newClient(name string, spec Spec, secret snapshot.Secret, base *http.Transport) *Client {
 	t := base.Clone()
 	c := &Client{name: name, spec: spec, secret: secret, transport: t}
-	c.http = &http.Client{Transport: t, CheckRedirect: sameOrigin}
+	c.http = &http.Client{Transport: t, CheckRedirect: c.checkRedirect}
 	return c
 }
 
-// sameOrigin follows redirects only within the first request's scheme and
-// host, so that credentials never travel to another origin.
-func sameOrigin(req *http.Request, via []*http.Request) error {
-	if len(via) >= 10 {
-		return http.ErrUseLastResponse
-	}
-	first := via[0].URL
-	if req.URL.Scheme != first.Scheme || req.URL.Host != first.Host {
+// maxRedirects bounds the redirects one request follows.
+const maxRedirects = 10
+
+// checkRedirect follows redirects only within the origin of baseUrl, so
+// that the credential never travels anywhere else: a redirect elsewhere
+// is returned as the answer (a 3xx), not followed.
+func (c *Client) checkRedirect(req *http.Request, via []*http.Request) error {
+	if len(via) >= maxRedirects || Origin(req.URL) != Origin(c.spec.BaseURL) {
 		return http.ErrUseLastResponse
 	}
 	return nil
@@ -64,18 +65,25 @@ func (c *Client) BaseURL() *url.URL { u := *c.spec.BaseURL; return &u }
 func (c *Client) OpenAPI() []byte { return c.openapi }
 
 // NewRequest returns a request for path relative to baseUrl ("/accounts?
-// limit=5") or for an absolute URL.
+// limit=5") or for an absolute URL within baseUrl's origin; another origin
+// is refused with ErrForeignOrigin.
 func (c *Client) NewRequest(ctx context.Context, method, path string, body io.Reader) (*http.Request, error) {
 	ref, err := url.Parse(path)
 	if err != nil {
 		return nil, fmt.Errorf("connector %s: parse request path: %w", c.name, err)
 	}
-	return http.NewRequestWithContext(ctx, method, joinURL(c.spec.BaseURL, ref).String(), body)
+	u := joinURL(c.spec.BaseURL, ref)
+	if err := c.checkOrigin(u); err != nil {
+		return nil, err
+	}
+	return http.NewRequestWithContext(ctx, method, u.String(), body)
 }
 
 // Do sends req upstream with the connector's auth applied. A request whose
-// URL has no host is taken relative to baseUrl. req itself is not
-// modified. It returns ErrClosed after Close.
+// URL has no host is taken relative to baseUrl; one for another origin
+// than baseUrl's is refused with ErrForeignOrigin and never sent, and so
+// is a Host header naming another host. req itself is not modified. It
+// returns ErrClosed after Close.
 func (c *Client) Do(req *http.Request) (*http.Response, error) {
 	if c.closed.Load() {
 		return nil, ErrClosed
@@ -85,8 +93,22 @@ func (c *Client) Do(req *http.Request) (*http.Response, error) {
 		r.URL = joinURL(c.spec.BaseURL, r.URL)
 		r.Host = ""
 	}
+	if err := c.checkOrigin(r.URL); err != nil {
+		return nil, err
+	}
+	if r.Host != "" && !strings.EqualFold(r.Host, r.URL.Host) {
+		return nil, fmt.Errorf("connector %s: Host header %q: %w", c.name, r.Host, ErrForeignOrigin)
+	}
 	c.authorize(r)
 	return c.http.Do(r)
+}
+
+// checkOrigin refuses u when it is outside baseUrl's origin.
+func (c *Client) checkOrigin(u *url.URL) error {
+	if Origin(u) != Origin(c.spec.BaseURL) {
+		return fmt.Errorf("connector %s: %s: %w (%s)", c.name, redact.URL(u.String()), ErrForeignOrigin, Origin(c.spec.BaseURL))
+	}
+	return nil
 }
 
 // authorize puts the credential on r.

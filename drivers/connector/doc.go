@@ -1,5 +1,5 @@
 // Package connector materializes connectors: sys_metadata items of type
-// 'connector' (DESIGN §6). Materializing one builds an HTTP client from the
+// 'connector'. Materializing one builds an HTTP client from the
 // body and the resolved credential and probes upstream; only a client that
 // upstream accepted becomes live.
 //
@@ -31,6 +31,13 @@
 // statuses and bad bodies → reconcile.Invalid naming the fault; an unknown
 // provider → reconcile.Invalid, and nothing is sent anywhere.
 //
-// Redirects are followed only within the same scheme and host, so that a
-// credential never leaves for another origin.
+// The credential is only ever sent to the origin (scheme, host and port)
+// of baseUrl. A probe path or specUrl outside that origin — an absolute
+// URL elsewhere, "//other.host/x", or http where baseUrl is https — holds
+// the connector (reconcile.Invalid wrapping ErrForeignOrigin, the reason
+// naming the member and the origin) and nothing is fetched. Client.Do and
+// Client.NewRequest refuse other origins the same way, and redirects are
+// followed only within the origin: a redirect elsewhere is the answer
+// (a 3xx, held as invalid), never followed. URLs in reasons and logs are
+// redacted (internal/redact).
 package connector

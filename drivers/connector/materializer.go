@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/objectstack-fleet/reconciler/internal/redact"
 	"github.com/objectstack-fleet/reconciler/reconcile"
 	"github.com/objectstack-fleet/reconciler/registry"
 	"github.com/objectstack-fleet/reconciler/snapshot"
@@ -125,12 +126,12 @@ func checkSecret(spec Spec, s snapshot.Secret) error {
 func (m *Materializer) check(ctx context.Context, c *Client, timeout time.Duration, log *slog.Logger) error {
 	s := c.spec
 	if s.Provider == ProviderOpenAPI {
-		doc, err := m.fetch(ctx, c, timeout, http.MethodGet, s.SpecURL, "spec "+s.SpecURL.Redacted(), log)
+		doc, err := m.fetch(ctx, c, timeout, http.MethodGet, s.SpecURL, "spec "+redact.URL(s.SpecURL.String()), log)
 		if err != nil {
 			return err
 		}
 		if err := isOpenAPI(doc); err != nil {
-			return reconcile.Invalid(err, "spec %s is not an OpenAPI document: %v", s.SpecURL.Redacted(), err)
+			return reconcile.Invalid(err, "spec %s is not an OpenAPI document: %v", redact.URL(s.SpecURL.String()), err)
 		}
 		c.openapi = doc
 		if !s.HasProbe {
@@ -138,12 +139,12 @@ func (m *Materializer) check(ctx context.Context, c *Client, timeout time.Durati
 		}
 	}
 	u := s.BaseURL
-	what := "probe " + s.ProbeMethod + " " + s.ProbePath
+	what := "probe " + s.ProbeMethod + " " + redact.URL(s.ProbePath)
 	if s.HasProbe {
 		ref, _ := url.Parse(s.ProbePath) // validated by ParseSpec
 		u = joinURL(s.BaseURL, ref)
 	} else {
-		what = "probe GET " + u.Redacted()
+		what = "probe GET " + redact.URL(u.String())
 	}
 	method := s.ProbeMethod
 	if method == "" {
@@ -167,6 +168,8 @@ func (m *Materializer) fetch(ctx context.Context, c *Client, timeout time.Durati
 	resp, err := c.Do(req)
 	if err != nil {
 		switch {
+		case errors.Is(err, ErrForeignOrigin):
+			return nil, reconcile.Invalid(err, "%s: %v", what, err)
 		case ctx.Err() != nil:
 			return nil, reconcile.Transient(ctx.Err(), "%s: interrupted after %v: %v", what, time.Since(start).Round(time.Millisecond), ctx.Err())
 		case rctx.Err() != nil:
@@ -214,7 +217,7 @@ func classifyStatus(what string, code int) error {
 
 // String describes the client without its credential.
 func (c *Client) String() string {
-	return fmt.Sprintf("connector %s (%s %s, auth %s)", c.name, c.spec.Provider, c.spec.BaseURL.Redacted(), c.spec.AuthType)
+	return fmt.Sprintf("connector %s (%s %s, auth %s)", c.name, c.spec.Provider, redact.URL(c.spec.BaseURL.String()), c.spec.AuthType)
 }
 
 // GoString describes the client without its credential (%#v).

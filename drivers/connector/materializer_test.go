@@ -329,3 +329,102 @@ func FuzzParseSpec(f *testing.F) {
 		}
 	})
 }
+
+// A row naming a probe path or spec URL on another origin than its
+// baseUrl is held with a reason and never fetched: the foreign host sees
+// no request, let alone the credential.
+func TestCredentialOnlyToBaseOrigin(t *testing.T) {
+	home := newUpstream(t)
+	foreign := newUpstream(t)
+	foreignHost := strings.TrimPrefix(foreign.URL, "http://")
+	_, homePort, _ := strings.Cut(strings.TrimPrefix(home.URL, "http://"), ":")
+	tests := []struct {
+		name, body, reason string
+	}{
+		{"absolute probe path", body("rest", home.URL, foreign.URL+"/auth/x?want=bearer", "", bearer),
+			"providerConfig.probe.path " + foreign.URL + "/auth/x?want=bearer is outside the origin of providerConfig.baseUrl (http://127.0.0.1:" + homePort + "): a credential is only sent there, so it is not fetched"},
+		{"scheme-relative probe path", body("rest", home.URL, "//"+foreignHost+"/auth/x?want=bearer", "", bearer), "providerConfig.probe.path http://" + foreignHost + "/auth/x?want=bearer is outside…"},
+		{"absolute spec URL", body("openapi", home.URL, "", `"specUrl":"`+foreign.URL+`/auth/spec.json?want=bearer"`, bearer), "providerConfig.specUrl " + foreign.URL + "/auth/spec.json?want=bearer is outside…"},
+		{"spec URL with query token", body("openapi", home.URL, "", `"specUrl":"`+foreign.URL+`/spec.json?token=t0k"`, bearer), "providerConfig.specUrl " + foreign.URL + "/spec.json?token=xxxxx is outside…"},
+		{"https base, http probe", body("rest", "https://"+strings.TrimPrefix(home.URL, "http://"), home.URL+"/auth/x?want=bearer", "", bearer), "providerConfig.probe.path " + home.URL + "/auth/x?want=bearer is outside…"},
+		{"api-key to foreign spec", body("openapi", home.URL, "/status/200", `"specUrl":"`+foreign.URL+`/auth/spec.json?want=api-key&header=X-API-Key"`, `{"type":"api-key","credentialRef":"crm-token"}`), "providerConfig.specUrl " + foreign.URL + "/auth/spec.json?want=api-key&header=X-API-Key is outside…"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			inst, err := connector.New(connector.Options{}).Materialize(context.Background(), desired(tt.body, canary))
+			if err == nil {
+				inst.Close()
+				t.Fatal("Materialize succeeded")
+			}
+			class, reason := reconcile.Classify(err)
+			ok := reason == tt.reason
+			if p, cut := strings.CutSuffix(tt.reason, "…"); cut {
+				ok = strings.HasPrefix(reason, p)
+			}
+			if class != reconcile.ClassInvalid || !ok || !errors.Is(err, connector.ErrForeignOrigin) {
+				t.Errorf("got %v %q (%v), want invalid %q", class, reason, err, tt.reason)
+			}
+		})
+	}
+	if n := foreign.hits.Load(); n != 0 {
+		t.Fatalf("the foreign host got %d requests", n)
+	}
+	// The same origin spelled differently is the same origin.
+	same := body("rest", home.URL+"/", "HTTP://127.0.0.1:"+homePort+"/auth/x?want=bearer", "", bearer)
+	inst, err := connector.New(connector.Options{}).Materialize(context.Background(), desired(same, canary))
+	if err != nil {
+		t.Fatalf("same origin refused: %v", err)
+	}
+	inst.Close()
+}
+
+// A live client never sends its credential to another origin, whatever
+// the caller asks.
+func TestClientStaysAtOrigin(t *testing.T) {
+	home := newUpstream(t)
+	foreign := newUpstream(t)
+	inst, err := connector.New(connector.Options{}).Materialize(context.Background(), desired(body("rest", home.URL, "/auth/x?want=bearer", "", bearer), canary))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := inst.(*connector.Client)
+	defer c.Close()
+	if _, err := c.NewRequest(context.Background(), "GET", foreign.URL+"/auth/x?want=bearer", nil); !errors.Is(err, connector.ErrForeignOrigin) {
+		t.Errorf("NewRequest to another origin: %v", err)
+	}
+	req, _ := http.NewRequest("GET", foreign.URL+"/auth/x?want=bearer", nil)
+	if resp, err := c.Do(req); !errors.Is(err, connector.ErrForeignOrigin) {
+		if resp != nil {
+			resp.Body.Close()
+		}
+		t.Errorf("Do to another origin: %v", err)
+	}
+	req, _ = http.NewRequest("GET", home.URL+"/auth/x?want=bearer", nil)
+	req.Host = "foreign.test"
+	if resp, err := c.Do(req); !errors.Is(err, connector.ErrForeignOrigin) {
+		if resp != nil {
+			resp.Body.Close()
+		}
+		t.Errorf("Do with a foreign Host header: %v", err)
+	}
+	if n := foreign.hits.Load(); n != 0 {
+		t.Fatalf("the foreign host got %d requests", n)
+	}
+}
+
+// A redirect to the same host on another port or scheme is another
+// origin: not followed.
+func TestRedirectOtherPortNotFollowed(t *testing.T) {
+	other := newUpstream(t)
+	home := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		http.Redirect(w, r, strings.Replace(other.URL, "127.0.0.1", "localhost", 1)+"/auth/x?want=bearer", http.StatusTemporaryRedirect)
+	}))
+	defer home.Close()
+	_, err := connector.New(connector.Options{}).Materialize(context.Background(), desired(body("rest", home.URL, "/health", "", `{"type":"api-key","credentialRef":"crm-token"}`), canary))
+	if class, reason := reconcile.Classify(err); class != reconcile.ClassInvalid || reason != "probe GET /health answered 307" {
+		t.Fatalf("got %v %q", class, reason)
+	}
+	if n := other.hits.Load(); n != 0 {
+		t.Fatalf("other origin got %d requests", n)
+	}
+}

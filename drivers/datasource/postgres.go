@@ -13,6 +13,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/objectstack-fleet/reconciler/internal/redact"
 	"github.com/objectstack-fleet/reconciler/reconcile"
 )
 
@@ -23,7 +24,7 @@ import (
 func (m *Materializer) openPostgres(ctx context.Context, name string, rec Record, password string, log *slog.Logger) (*Pool, error) {
 	pc, err := pgxpool.ParseConfig(rec.Postgres.ConnString)
 	if err != nil {
-		return nil, reconcile.Invalid(err, "datasource %s: config: %s", name, scrub(err.Error(), password))
+		return nil, reconcile.Invalid(err, "datasource %s: config: %s", name, redact.Secrets(err.Error(), password))
 	}
 	// The password comes from the credential alone, never from the
 	// environment or a passfile.
@@ -67,7 +68,7 @@ func (m *Materializer) openPostgres(ctx context.Context, name string, rec Record
 	}
 	pool, err := pgxpool.NewWithConfig(ctx, pc)
 	if err != nil {
-		return nil, reconcile.Invalid(err, "datasource %s: config: %s", name, scrub(err.Error(), password))
+		return nil, reconcile.Invalid(err, "datasource %s: config: %s", name, redact.Secrets(err.Error(), password))
 	}
 	return &Pool{name: name, driver: DriverPostgres, pg: pool}, nil
 }
@@ -87,7 +88,7 @@ var sqlstateClasses = map[string]string{
 func classifyPG(ctx context.Context, name, target string, err error, password string) error {
 	var pgErr *pgconn.PgError
 	if errors.As(err, &pgErr) {
-		msg := scrub(pgErr.Message, password)
+		msg := redact.Secrets(pgErr.Message, password)
 		code := pgErr.Code
 		state := "SQLSTATE " + code
 		if class, ok := sqlstateClasses[code[:min(2, len(code))]]; ok {
@@ -105,7 +106,7 @@ func classifyPG(ctx context.Context, name, target string, err error, password st
 	if ctx.Err() != nil {
 		return reconcile.Transient(err, "datasource %s: connect %s: %v", name, target, ctx.Err())
 	}
-	return reconcile.Transient(err, "datasource %s: connect %s: %s", name, target, scrub(connectCause(err), password))
+	return reconcile.Transient(err, "datasource %s: connect %s: %s", name, target, redact.Secrets(connectCause(err), password))
 }
 
 // connectCause is the innermost useful text of a connect error (pgconn
@@ -117,12 +118,4 @@ func connectCause(err error) string {
 		err = ce.Unwrap()
 	}
 	return strings.Join(strings.Fields(strings.ReplaceAll(err.Error(), "\n", "; ")), " ")
-}
-
-// scrub removes the password from a driver message, should one ever echo it.
-func scrub(s, password string) string {
-	if password == "" {
-		return s
-	}
-	return strings.ReplaceAll(s, password, "[REDACTED]")
 }

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"os"
 	"os/exec"
 	"strings"
 	"time"
@@ -21,7 +22,8 @@ const DefaultExecTimeout = 30 * time.Second
 type ExecOptions struct {
 	// Command is the argv to run; no shell is involved.
 	Command []string
-	// Env is the command's environment (nil: the daemon's).
+	// Env is the command's whole environment (nil: MinimalEnv(), never
+	// the daemon's, which may hold tokens and secrets).
 	Env []string
 	// Dir is the command's working directory ("": the daemon's).
 	Dir string
@@ -35,6 +37,29 @@ type ExecOptions struct {
 	OnAttempt func(cs reconcile.ChangeSet, err error)
 	// Logger; default discards.
 	Logger *slog.Logger
+}
+
+// ExecEnvKeys are the variables of the daemon's environment an exec
+// command gets (when set): where to find programs, the locale, the time
+// zone, the user and temporary files. Nothing else is passed — not the
+// status token, the webhook secret, store URLs or anything the daemon's
+// environment holds besides.
+var ExecEnvKeys = []string{"PATH", "HOME", "USER", "LOGNAME", "LANG", "LC_ALL", "LC_CTYPE", "TZ", "TMPDIR"}
+
+// MinimalEnv returns the environment of an exec command: ExecEnvKeys from
+// the daemon's environment, PATH defaulting to /usr/local/bin:/usr/bin:/bin.
+func MinimalEnv() []string {
+	env := make([]string, 0, len(ExecEnvKeys))
+	for _, k := range ExecEnvKeys {
+		v, ok := os.LookupEnv(k)
+		if !ok && k == "PATH" {
+			v, ok = "/usr/local/bin:/usr/bin:/bin", true
+		}
+		if ok {
+			env = append(env, k+"="+v)
+		}
+	}
+	return env
 }
 
 // Exec runs a command per change set. Create it with NewExec, run Run in
@@ -97,6 +122,9 @@ func (e *Exec) send(ctx context.Context, cs reconcile.ChangeSet) error {
 	cmd := exec.CommandContext(rctx, e.opts.Command[0], e.opts.Command[1:]...)
 	cmd.Stdin = bytes.NewReader(body)
 	cmd.Env, cmd.Dir = e.opts.Env, e.opts.Dir
+	if cmd.Env == nil {
+		cmd.Env = MinimalEnv()
+	}
 	var out tail
 	cmd.Stdout, cmd.Stderr = &out, &out
 	// Do not wait for grandchildren holding the output pipe after a kill.

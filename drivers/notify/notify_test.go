@@ -73,7 +73,7 @@ func TestWebhookRetriesAndCoalesces(t *testing.T) {
 	got := make(chan delivery)
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		b, _ := io.ReadAll(r.Body)
-		d := delivery{body: b, signedOK: r.Header.Get(notify.SignatureHeader) == notify.Sign(canary, b) &&
+		d := delivery{body: b, signedOK: r.Header.Get(notify.SignatureHeader) == notify.Sign(canary, r.Header.Get(notify.TimestampHeader), b) &&
 			r.Method == http.MethodPost && r.Header.Get("Content-Type") == "application/json", answer: make(chan int)}
 		select {
 		case got <- d:

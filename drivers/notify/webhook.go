@@ -7,17 +7,27 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
+	"net/url"
+	"strconv"
 	"time"
 
+	"github.com/objectstack-fleet/reconciler/internal/redact"
 	"github.com/objectstack-fleet/reconciler/reconcile"
 )
 
-// SignatureHeader carries "sha256=<hex HMAC-SHA256 of the body>".
+// SignatureHeader carries "sha256=<hex HMAC-SHA256 of "<timestamp>.<body>">",
+// the timestamp being TimestampHeader's value.
 const SignatureHeader = "X-Reconciler-Signature"
+
+// TimestampHeader carries the time of the attempt in Unix seconds. It is
+// signed with the body, so a receiver that rejects old timestamps (say,
+// more than five minutes off its clock) cannot be fed a replayed request.
+const TimestampHeader = "X-Reconciler-Timestamp"
 
 // DefaultWebhookTimeout bounds one webhook attempt.
 const DefaultWebhookTimeout = 10 * time.Second
@@ -28,8 +38,10 @@ type WebhookOptions struct {
 	URL string
 	// Secret is the HMAC key (the daemon reads it from the environment
 	// variable named by notify.webhook.secret_env). Empty: requests are
-	// sent unsigned.
+	// sent unsigned, and Run logs a warning saying so when it starts.
 	Secret string
+	// Now returns the time of an attempt (default time.Now).
+	Now func() time.Time
 	// Client sends the requests (default: a client of its own).
 	Client *http.Client
 	// Timeout bounds each attempt (default 10s).
@@ -70,6 +82,9 @@ func NewWebhook(opts WebhookOptions) *Webhook {
 	if w.log == nil {
 		w.log = slog.New(slog.DiscardHandler)
 	}
+	if w.opts.Now == nil {
+		w.opts.Now = time.Now
+	}
 	return w
 }
 
@@ -82,12 +97,20 @@ func (w *Webhook) Run(ctx context.Context) error {
 	if w.own != nil {
 		defer w.own.CloseIdleConnections()
 	}
+	if w.opts.Secret == "" {
+		w.log.WarnContext(ctx, "webhook requests are not signed: anyone who can reach the URL can forge them (set notify.webhook.secret_env)",
+			slog.String("url", redact.URL(w.opts.URL)))
+	}
 	return deliver(ctx, w.q, w.b, w.log, "webhook", w.send, w.opts.OnAttempt)
 }
 
-// Sign returns the signature header value of body under secret.
-func Sign(secret string, body []byte) string {
+// Sign returns the signature header value of body sent with timestamp
+// (TimestampHeader's value) under secret: "sha256=" and the hex
+// HMAC-SHA256 of timestamp, ".", body.
+func Sign(secret, timestamp string, body []byte) string {
 	mac := hmac.New(sha256.New, []byte(secret))
+	mac.Write([]byte(timestamp))
+	mac.Write([]byte{'.'})
 	mac.Write(body)
 	return "sha256=" + hex.EncodeToString(mac.Sum(nil))
 }
@@ -101,15 +124,18 @@ func (w *Webhook) send(ctx context.Context, cs reconcile.ChangeSet) error {
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, w.opts.URL, bytes.NewReader(body))
 	if err != nil {
-		return fmt.Errorf("build webhook request: %w", err)
+		return fmt.Errorf("build webhook request for %s: %w", redact.URL(w.opts.URL), unwrapURLError(err))
 	}
 	req.Header.Set("Content-Type", "application/json")
+	ts := strconv.FormatInt(w.opts.Now().Unix(), 10)
+	req.Header.Set(TimestampHeader, ts)
 	if w.opts.Secret != "" {
-		req.Header.Set(SignatureHeader, Sign(w.opts.Secret, body))
+		req.Header.Set(SignatureHeader, Sign(w.opts.Secret, ts, body))
 	}
 	resp, err := w.client.Do(req)
 	if err != nil {
-		return fmt.Errorf("post webhook: %w", err)
+		// A *url.Error quotes the whole URL, query tokens included.
+		return fmt.Errorf("post webhook %s: %w", redact.URL(w.opts.URL), unwrapURLError(err))
 	}
 	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
 	_ = resp.Body.Close()
@@ -117,4 +143,14 @@ func (w *Webhook) send(ctx context.Context, cs reconcile.ChangeSet) error {
 		return fmt.Errorf("webhook answered %d", resp.StatusCode)
 	}
 	return nil
+}
+
+// unwrapURLError returns the cause of a *url.Error, whose message holds
+// the URL unredacted.
+func unwrapURLError(err error) error {
+	var ue *url.Error
+	if errors.As(err, &ue) {
+		return ue.Err
+	}
+	return err
 }

@@ -50,7 +50,7 @@ const RestartRemedy = "restart the replica: ObjectStack 17.4 reloads flows and p
 
 // Defaults of Options.
 const (
-	DefaultJitter         = 300 * time.Millisecond
+	DefaultJitter         = 100 * time.Millisecond
 	DefaultSettle         = 500 * time.Millisecond
 	DefaultWindow         = 2 * time.Second
 	DefaultMinBackoff     = 500 * time.Millisecond

@@ -9,8 +9,9 @@ import (
 	"io"
 	"net/http"
 	"net/url"
-	"strings"
 	"time"
+
+	"github.com/objectstack-fleet/reconciler/internal/redact"
 )
 
 // verdict is what a probe saw of one entry on the replica.
@@ -93,13 +94,7 @@ func (p *prober) get(ctx context.Context, path string) (int, []byte, error) {
 }
 
 // scrub keeps a token out of an error's text.
-func scrub(err error, token string) string {
-	s := err.Error()
-	if token != "" {
-		s = strings.ReplaceAll(s, token, "xxxxx")
-	}
-	return s
-}
+func scrub(err error, token string) string { return redact.Secrets(err.Error(), token) }
 
 // health reads the replica's uptime (seconds) from its anonymous health
 // endpoint.

@@ -5,6 +5,7 @@ package objectstack
 import (
 	"net/url"
 	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/objectstack-fleet/reconciler/internal/testdb"
@@ -59,24 +60,31 @@ func CreateApp(t testing.TB, node *Node) App {
 	app.Saved["permission/rt_task_editor"] = api.SaveMeta(t, "permission", "rt_task_editor", []byte(PermissionBody))
 
 	app.DatasourceURL = testdb.New(t)
-	u, err := url.Parse(app.DatasourceURL)
+	api.CreateDatasource(t, DatasourceDraft(t, app.Datasource, app.DatasourceURL), app.Canary)
+	return app
+}
+
+// DatasourceDraft is the body of a runtime PostgreSQL datasource called
+// name on the database at dbURL, for CreateDatasource.
+func DatasourceDraft(t testing.TB, name, dbURL string) map[string]any {
+	t.Helper()
+	u, err := url.Parse(dbURL)
 	if err != nil {
 		t.Fatal(err)
 	}
 	port := 5432
 	if p := u.Port(); p != "" {
 		if port, err = strconv.Atoi(p); err != nil {
-			t.Fatalf("port of %s: %v", app.DatasourceURL, err)
+			t.Fatalf("port of %s: %v", dbURL, err)
 		}
 	}
-	api.CreateDatasource(t, map[string]any{
-		"name":       app.Datasource,
+	return map[string]any{
+		"name":       name,
 		"label":      "External",
 		"driver":     "postgres",
 		"schemaMode": "external",
 		"config": map[string]any{
-			"host": u.Hostname(), "port": port, "database": u.Path[1:], "username": u.User.Username(),
+			"host": u.Hostname(), "port": port, "database": strings.TrimPrefix(u.Path, "/"), "username": u.User.Username(),
 		},
-	}, app.Canary)
-	return app
+	}
 }

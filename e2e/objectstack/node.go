@@ -283,3 +283,38 @@ func get(url string) (int, []byte, error) {
 	b, err := io.ReadAll(resp.Body)
 	return resp.StatusCode, b, err
 }
+
+// MigratePlan is the platform's own drift check of the database
+// (`os migrate plan --json`, a dry run).
+type MigratePlan struct {
+	Total           int               `json:"total"`
+	Changes         []json.RawMessage `json:"changes"`
+	Pending         []json.RawMessage `json:"pending"`
+	UnmanagedTables struct {
+		Tables []struct {
+			Table string `json:"table"`
+		} `json:"tables"`
+	} `json:"unmanagedTables"`
+}
+
+// MigratePlan runs `os migrate plan --json` on the stack's database from
+// the node's directory: how the platform sees the database drifting from
+// its metadata. It changes nothing.
+func (n *Node) MigratePlan() (MigratePlan, error) {
+	s := n.stack
+	cmd := exec.Command(filepath.Join(s.Modules, ".bin", "os"), "migrate", "plan", "--json")
+	cmd.Dir = n.Dir
+	cmd.Env = append(nodeEnv(), "OS_DATABASE_URL="+s.DatabaseURL, "OS_AUTH_SECRET="+s.AuthSecret,
+		"OS_SECRET_KEY="+s.SecretKey, "NO_COLOR=1")
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		return MigratePlan{}, fmt.Errorf("os migrate plan: %w\n%s", err, tail(stderr.String(), 4000))
+	}
+	var p MigratePlan
+	if err := json.Unmarshal(out, &p); err != nil {
+		return p, fmt.Errorf("decode os migrate plan --json: %w: %s", err, tail(string(out), 2000))
+	}
+	return p, nil
+}

@@ -18,6 +18,7 @@ import (
 	"github.com/spf13/pflag"
 	"github.com/spf13/viper"
 
+	"github.com/objectstack-fleet/reconciler/internal/redact"
 	"github.com/objectstack-fleet/reconciler/snapshot"
 )
 
@@ -27,38 +28,39 @@ const DefaultFile = "config.yaml"
 // EnvPrefix prefixes every key's environment variable.
 const EnvPrefix = "RECONCILER"
 
-// Config is a loaded, validated configuration.
+// Config is a loaded, validated configuration. Each field's key tag names
+// its key (Changed compares by it).
 type Config struct {
-	ReplicaID        string
-	StoreURL         string
-	PollInterval     time.Duration
-	PollJitter       time.Duration
-	ResyncInterval   time.Duration // 0: anti-entropy relists off
-	HintListen       bool
-	ApplyConcurrency int
-	ApplyTimeout     time.Duration
-	JournalRetention time.Duration
-	DriftSchedule    string // "" disables scheduled reports
-	DriftDir         string
-	StatusListen     string
-	StatusTokenEnv   string
-	WebhookURL       string
-	WebhookSecretEnv string
-	ExecCommand      []string
-	SecretsKeyEnv    string
-	CodeObjects      []string
-	MaxBodyBytes     int
-	MaxRefs          int
-	SQLiteDir        string
-	MaxConns         int
-	LogLevel         slog.Level
-	LogFormat        string // "text" or "json"
+	ReplicaID        string        `key:"replica_id"`
+	StoreURL         string        `key:"store.url"`
+	PollInterval     time.Duration `key:"poll.interval"`
+	PollJitter       time.Duration `key:"poll.jitter"`
+	ResyncInterval   time.Duration `key:"resync.interval"` // 0: anti-entropy relists off
+	HintListen       bool          `key:"hint.listen"`
+	ApplyConcurrency int           `key:"apply.concurrency"`
+	ApplyTimeout     time.Duration `key:"apply.timeout"`
+	JournalRetention time.Duration `key:"journal.retention"`
+	DriftSchedule    string        `key:"drift.schedule"` // "" disables scheduled reports
+	DriftDir         string        `key:"drift.dir"`
+	StatusListen     string        `key:"status.listen"`
+	StatusTokenEnv   string        `key:"status.token_env"`
+	WebhookURL       string        `key:"notify.webhook.url"`
+	WebhookSecretEnv string        `key:"notify.webhook.secret_env"`
+	ExecCommand      []string      `key:"notify.exec.command"`
+	SecretsKeyEnv    string        `key:"secrets.key_env"`
+	CodeObjects      []string      `key:"engine.code_objects"`
+	MaxBodyBytes     int           `key:"engine.max_body_bytes"`
+	MaxRefs          int           `key:"engine.max_refs"`
+	SQLiteDir        string        `key:"datasource.sqlite_dir"`
+	MaxConns         int           `key:"datasource.max_conns"`
+	LogLevel         slog.Level    `key:"log.level"`
+	LogFormat        string        `key:"log.format"` // "text" or "json"
 
-	ReplicaURL       string // "" = no replica driving
-	ReplicaTokenEnv  string
-	ReplicaBusURL    string
-	ReplicaBusPrefix string
-	ReplicaOrigin    string
+	ReplicaURL       string `key:"replica.url"` // "" = no replica driving
+	ReplicaTokenEnv  string `key:"replica.token_env"`
+	ReplicaBusURL    string `key:"replica.bus.url"`
+	ReplicaBusPrefix string `key:"replica.bus.prefix"`
+	ReplicaOrigin    string `key:"replica.origin"`
 
 	// File is the file the configuration was read from ("" for none).
 	File string
@@ -216,7 +218,7 @@ func decode(v *viper.Viper) (*Config, error) {
 	c := &Config{
 		ReplicaID:        d.str(KeyReplicaID),
 		StoreURL:         d.str(KeyStoreURL),
-		PollInterval:     d.duration(KeyPollInterval, 1),
+		PollInterval:     d.duration(KeyPollInterval, MinPollInterval),
 		PollJitter:       d.duration(KeyPollJitter, 0),
 		ResyncInterval:   d.duration(KeyResyncInterval, 0),
 		HintListen:       d.boolean(KeyHintListen),
@@ -250,6 +252,9 @@ func decode(v *viper.Viper) (*Config, error) {
 		}
 		c.ReplicaID = h
 	}
+	if c.ResyncInterval > 0 && c.ResyncInterval < MinResyncInterval {
+		d.fail(KeyResyncInterval, fmt.Sprintf("must be 0 (off) or at least %s (each resync relists the whole store), got %s", MinResyncInterval, c.ResyncInterval))
+	}
 	d.check(KeyStoreURL, checkStoreURL(c.StoreURL))
 	if c.DriftSchedule != "" {
 		if _, err := ParseSchedule(c.DriftSchedule); err != nil {
@@ -260,6 +265,9 @@ func decode(v *viper.Viper) (*Config, error) {
 		d.fail(KeyDriftDir, "must not be empty")
 	}
 	d.check(KeyStatusListen, checkListen(c.StatusListen))
+	if host, _, err := net.SplitHostPort(c.StatusListen); err == nil && !LoopbackHost(host) && c.StatusTokenEnv == "" {
+		d.fail(KeyStatusListen, fmt.Sprintf("%q is not a loopback address: the status API needs a token there (set %s)", c.StatusListen, KeyStatusTokenEnv))
+	}
 	d.check(KeyStatusTokenEnv, checkEnvName(c.StatusTokenEnv))
 	d.check(KeyWebhookSecretEnv, checkEnvName(c.WebhookSecretEnv))
 	d.check(KeySecretsKeyEnv, checkEnvName(c.SecretsKeyEnv))
@@ -323,8 +331,17 @@ func (d *decoder) str(key string) string {
 	return strings.TrimSpace(s)
 }
 
-// duration parses a Go duration ("1s", "15m"); min is 0 (may be zero) or 1
-// (must be positive).
+// Floors of the intervals that, set tiny, would keep a core busy.
+const (
+	// MinPollInterval is the shortest poll.interval: every poll is a
+	// query, and a heartbeat is written every five polls.
+	MinPollInterval = 50 * time.Millisecond
+	// MinResyncInterval is the shortest resync.interval other than 0.
+	MinResyncInterval = time.Second
+)
+
+// duration parses a Go duration ("1s", "15m"); min is 0 (may be zero), 1
+// (must be positive) or a floor.
 func (d *decoder) duration(key string, min time.Duration) time.Duration {
 	raw := d.v.Get(key)
 	if dur, ok := raw.(time.Duration); ok {
@@ -343,8 +360,10 @@ func (d *decoder) durationRange(key string, dur, min time.Duration) time.Duratio
 	switch {
 	case dur < 0:
 		d.fail(key, fmt.Sprintf("must not be negative, got %s", dur))
-	case dur < min:
+	case dur < min && min == 1:
 		d.fail(key, "must be greater than zero")
+	case dur < min:
+		d.fail(key, fmt.Sprintf("must be at least %s (a shorter one keeps a core busy), got %s", min, dur))
 	}
 	return dur
 }
@@ -447,12 +466,22 @@ func checkStoreURL(s string) error {
 	return nil
 }
 
+// LoopbackHost reports whether a listen host binds loopback only:
+// "localhost" or a loopback IP. An empty host binds every interface.
+func LoopbackHost(host string) bool {
+	host = strings.Trim(host, "[]")
+	if strings.EqualFold(host, "localhost") {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}
+
 func checkListen(s string) error {
-	host, port, err := net.SplitHostPort(s)
+	_, port, err := net.SplitHostPort(s)
 	if err != nil {
 		return fmt.Errorf("want HOST:PORT, got %q", s)
 	}
-	_ = host
 	if port == "" {
 		return fmt.Errorf("want HOST:PORT, got %q", s)
 	}
@@ -501,5 +530,5 @@ func checkEnvName(s string) error {
 	return nil
 }
 
-// RedactURL hides the password of a URL for logs and errors.
-func RedactURL(s string) string { return snapshot.RedactURL(s) }
+// RedactURL hides the secrets of a URL for logs and errors.
+func RedactURL(s string) string { return redact.URL(s) }

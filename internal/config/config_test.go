@@ -109,7 +109,14 @@ func TestValidation(t *testing.T) {
 	}{
 		{name: "bad duration", file: "poll:\n  interval: fast\n", key: "poll.interval", want: "bad duration"},
 		{name: "duration without unit", file: "poll:\n  interval: 5\n", key: "poll.interval", want: "bad duration"},
-		{name: "zero interval", file: "poll:\n  interval: 0s\n", key: "poll.interval", want: "greater than zero"},
+		{name: "zero interval", file: "poll:\n  interval: 0s\n", key: "poll.interval", want: "at least 50ms"},
+		{name: "spinning poll", file: "poll:\n  interval: 1ns\n", key: "poll.interval", want: "must be at least 50ms (a shorter one keeps a core busy), got 1ns"},
+		{name: "spinning poll from env", args: []string{"--poll.interval=49ms"}, key: "poll.interval", want: "at least 50ms"},
+		{name: "spinning resync", file: "resync:\n  interval: 10ms\n", key: "resync.interval", want: "must be 0 (off) or at least 1s"},
+		{name: "zero apply timeout", file: "apply:\n  timeout: 0s\n", key: "apply.timeout", want: "greater than zero"},
+		{name: "public listen without token", file: "status:\n  listen: 0.0.0.0:9477\n", key: "status.listen", want: "not a loopback address: the status API needs a token there (set status.token_env)"},
+		{name: "empty host listen without token", file: "status:\n  listen: \":9477\"\n", key: "status.listen", want: "needs a token"},
+		{name: "named listen without token", file: "status:\n  listen: myhost:9477\n", key: "status.listen", want: "needs a token"},
 		{name: "negative jitter", file: "poll:\n  jitter: -1s\n", key: "poll.jitter", want: "negative"},
 		{name: "unknown scheme", file: "store:\n  url: mysql://x/y\n", key: "store.url", want: "unknown scheme"},
 		{name: "not a url", file: "store:\n  url: just-a-path\n", key: "store.url", want: "not a URL"},
@@ -225,4 +232,27 @@ func FuzzParse(f *testing.F) {
 			}
 		}
 	})
+}
+
+func TestListenNeedsTokenOffLoopback(t *testing.T) {
+	for _, tc := range []struct {
+		listen, tokenEnv string
+		ok               bool
+	}{
+		{"127.0.0.1:9477", "", true},
+		{"localhost:9477", "", true},
+		{"[::1]:9477", "", true},
+		{"127.3.4.5:0", "", true},
+		{"0.0.0.0:9477", "", false},
+		{"[::]:9477", "", false},
+		{":9477", "", false},
+		{"10.1.2.3:9477", "", false},
+		{"0.0.0.0:9477", "RECONCILER_TOKEN", true},
+		{"reconciler.internal:9477", "RECONCILER_TOKEN", true},
+	} {
+		_, err := Parse("", nil, flagSet(t, "--status.listen="+tc.listen, "--status.token_env="+tc.tokenEnv))
+		if (err == nil) != tc.ok {
+			t.Errorf("listen %s token_env %q: %v, want ok=%v", tc.listen, tc.tokenEnv, err, tc.ok)
+		}
+	}
 }

@@ -69,8 +69,20 @@ func clone(b map[string]any) map[string]any {
 	return out
 }
 
+// Rows is where a node reads the rows a lane message names.
+type Rows interface {
+	// Get returns the active, org-less row of type and name.
+	Get(typ, name string) (map[string]any, bool)
+}
+
 // Options configure a Node.
 type Options struct {
+	// Rows, if set, replaces the DB given to Start as the source of rows
+	// (a benchmark reads them from PostgreSQL).
+	Rows Rows
+	// OnApply, if set, is called each time the node registers (body set)
+	// or unregisters (body nil) an object after a lane message.
+	OnApply func(name string, body map[string]any)
 	// BusURL is the Redis bus (redis://…).
 	BusURL string
 	// Prefix is the bus key prefix (default "os:").
@@ -86,6 +98,7 @@ type Options struct {
 // Node is a stand-in replica. Create it with Start; Close it.
 type Node struct {
 	db    *DB
+	rows  Rows
 	opts  Options
 	srv   *httptest.Server
 	rdb   *redis.Client
@@ -118,7 +131,13 @@ func Start(db *DB, opts Options) (*Node, error) {
 		return nil, fmt.Errorf("bus url: %w", err)
 	}
 	ro.DisableIdentity = true
-	n := &Node{db: db, opts: opts, rdb: redis.NewClient(ro), id: fmt.Sprintf("node-%x", rand.Uint64()), done: make(chan struct{}), ready: make(chan struct{})}
+	if opts.Rows == nil && db == nil {
+		return nil, fmt.Errorf("no rows: give a DB or Options.Rows")
+	}
+	n := &Node{db: db, rows: db, opts: opts, rdb: redis.NewClient(ro), id: fmt.Sprintf("node-%x", rand.Uint64()), done: make(chan struct{}), ready: make(chan struct{})}
+	if opts.Rows != nil {
+		n.rows = opts.Rows
+	}
 	n.boot()
 	n.srv = httptest.NewServer(http.HandlerFunc(n.serve))
 	ctx, cancel := context.WithCancel(context.Background())
@@ -151,9 +170,14 @@ func (n *Node) boot() {
 	defer n.mu.Unlock()
 	n.booted = time.Now()
 	n.objects = map[string]map[string]any{}
+	n.flows = map[string]map[string]any{}
+	n.permissions = map[string]map[string]any{}
+	n.pools = map[string]bool{}
+	if n.db == nil {
+		return
+	}
 	n.flows = n.db.all("flow")
 	n.permissions = n.db.all("permission")
-	n.pools = map[string]bool{}
 	for name, b := range n.db.all("datasource") {
 		n.pools[name] = b["active"] != false
 	}
@@ -241,7 +265,7 @@ func (n *Node) apply(channel, msg string) {
 		if env.P.Event.Type != "object" {
 			return // flows and permission sets: only at boot
 		}
-		row, ok := n.db.Get("object", env.P.Event.Name)
+		row, ok := n.rows.Get("object", env.P.Event.Name)
 		n.mu.Lock()
 		if ok {
 			n.objects[env.P.Event.Name] = withSystemFields(row)
@@ -249,8 +273,11 @@ func (n *Node) apply(channel, msg string) {
 			delete(n.objects, env.P.Event.Name)
 		}
 		n.mu.Unlock()
+		if n.opts.OnApply != nil {
+			n.opts.OnApply(env.P.Event.Name, row)
+		}
 	case "datasource.mutated":
-		row, ok := n.db.Get("datasource", env.P.Name)
+		row, ok := n.rows.Get("datasource", env.P.Name)
 		n.mu.Lock()
 		n.pools[env.P.Name] = ok && row["active"] != false
 		n.mu.Unlock()
@@ -301,7 +328,7 @@ func (n *Node) serve(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, 200, map[string]any{"data": []any{}})
 	case len(parts) == 4 && parts[0] == "meta" && parts[3] == "layers":
 		typ, name := parts[1], parts[2]
-		overlay, _ := n.db.Get(typ, name)
+		overlay, _ := n.rows.Get(typ, name)
 		var code map[string]any
 		n.mu.Lock()
 		switch typ {
