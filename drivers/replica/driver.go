@@ -103,11 +103,12 @@ type Options struct {
 type class int
 
 const (
-	classBlind      class = iota // unobservable: publish once per change
-	classObject                  // data API + layers
-	classDatasource              // the datasource list
-	classFlow                    // automation route vs row: stale when older
-	classPermission              // layers code vs overlay: stale when older
+	classBlind       class = iota // unobservable: publish once per change
+	classObject                   // data API + layers
+	classDatasource               // the datasource list
+	classFlow                     // automation route vs row: stale when older
+	classPermission               // layers code vs overlay: stale when older
+	classTranslation              // the locale's served translations
 )
 
 // entry is one registry entry's replica state.
@@ -259,6 +260,8 @@ func classify(k registry.Kind, p keyParts) class {
 			return classFlow
 		case "permission":
 			return classPermission
+		case "translation":
+			return classTranslation
 		}
 	}
 	return classBlind
@@ -554,6 +557,8 @@ func (d *Driver) check(ctx context.Context, p plan) (verdict, string, error) {
 		v, detail, err = d.probe.flow(ctx, parts.Name, p.deleted)
 	case classPermission:
 		v, detail, err = d.probe.permission(ctx, parts.Name, p.deleted)
+	case classTranslation:
+		v, detail, err = d.probe.translation(ctx, parts.Name, p.deleted)
 	default:
 		v = unobservable
 	}

@@ -575,3 +575,15 @@ func TestConvergesThroughALossyBus(t *testing.T) {
 		t.Log("no message was lost this time")
 	}
 }
+
+func TestTranslationServedForItsLocale(t *testing.T) {
+	r := newRig(t)
+	n := r.node(t, replicatest.Options{})
+	d := r.sidecar(t, n, "reconciler:a", nil)
+	r.db.Put("translation", "fr_crm", map[string]any{"name": "fr_crm", "locale": "fr", "objects": map[string]any{"task": map[string]any{"label": "Tâche"}}})
+	d.Notify(change(registry.KindEngine, "translation/fr_crm", reconcile.ActionCreate))
+	eventually(t, "translation in-sync", stateIs(d, registry.KindEngine, "translation/fr_crm", replica.StateInSync))
+	if st, _ := d.Status(registry.KindEngine, "translation/fr_crm"); st.Attempts != 1 {
+		t.Fatalf("attempts = %d", st.Attempts)
+	}
+}
