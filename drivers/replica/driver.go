@@ -512,6 +512,9 @@ func (d *Driver) decide(ctx context.Context, p plan) outcome {
 	out.status = Status{State: StateNudged, Attempts: out.attempts, Error: detail}
 	out.due = now.Add(max(d.opts.Settle, d.bo.after(out.attempts)-d.bo.min))
 	if out.attempts > 1 {
+		if m := d.opts.Metrics; m != nil {
+			m.nudges.Inc()
+		}
 		d.log.InfoContext(ctx, "replica nudged again", slog.String("kind", string(p.ref.Kind)), slog.String("key", p.ref.Key),
 			slog.Int("attempts", out.attempts), slog.String("reason", detail))
 	}

@@ -257,6 +257,9 @@ func TestLostMessagesAreNudgedAgain(t *testing.T) {
 	if got := testutil.ToFloat64(metric(t, d.reg, "reconciler_replica_publishes_total", "channel", replica.ChannelMetadata, "result", "ok")); got != 3 {
 		t.Fatalf("publishes metric = %v", got)
 	}
+	if got := testutil.ToFloat64(metric(t, d.reg, "reconciler_replica_nudges_total")); got != 2 {
+		t.Fatalf("nudges metric = %v", got)
+	}
 }
 
 func TestNudgedStateNamesWhatIsMissing(t *testing.T) {
