@@ -76,9 +76,10 @@ type Options struct {
 	// Client sends the probes (default: a client without a global timeout;
 	// each probe is bounded by itself).
 	Client *http.Client
-	// Jitter spreads first publishes: each waits up to this long at random
-	// and publishes nothing if another sidecar's message (or the replica)
-	// got there first.
+	// Jitter spreads first publishes while other sidecars publish on the
+	// bus: each waits up to this long at random and publishes nothing if
+	// another sidecar's message (or the replica) got there first. A sidecar
+	// that has seen no other origin's message for 10 minutes does not wait.
 	Jitter time.Duration
 	// Settle is how long a message has to take effect before the replica
 	// is probed again.
@@ -144,6 +145,7 @@ type Driver struct {
 	seen     map[string]time.Time // channel+address → when a message naming it was last seen
 	down     bool                 // the last health read failed
 	restarts int                  // replica restarts noticed
+	peerSeen time.Time            // when a message of another origin was last seen
 	wake     chan struct{}
 }
 
@@ -237,8 +239,22 @@ func (d *Driver) restartLocked(e *entry, now, coverFrom time.Time) {
 	e.published = false
 	e.attempts = 0
 	e.failures = 0
-	e.due = now.Add(spread(d.opts.Jitter))
+	e.due = now.Add(d.jitterLocked(now))
 	e.status = Status{State: StatePending, Since: now}
+}
+
+// peerMemory is how long a message of another origin on the bus makes the
+// Driver assume other sidecars drive the same change.
+const peerMemory = 10 * time.Minute
+
+// jitterLocked is the wait before an entry's first check: a random part of
+// Jitter while other origins publish on the bus (so that one sidecar goes
+// first and the others see its message), none while this sidecar is alone.
+func (d *Driver) jitterLocked(now time.Time) time.Duration {
+	if d.peerSeen.IsZero() || now.Sub(d.peerSeen) > peerMemory {
+		return 0
+	}
+	return spread(d.opts.Jitter)
 }
 
 // classify says how the replica shows an entry's state. Org-scoped items
@@ -653,8 +669,14 @@ func (d *Driver) observe(ctx context.Context) {
 				}
 				m.observed.WithLabelValues(origin).Inc()
 			}
+			now := time.Now()
+			if o.Origin != d.opts.Origin {
+				d.mu.Lock()
+				d.peerSeen = now
+				d.mu.Unlock()
+			}
 			if o.Channel != ChannelAuthz {
-				d.markSeen(o.Channel+"\x00"+o.Address, time.Now())
+				d.markSeen(o.Channel+"\x00"+o.Address, now)
 			}
 		})
 		if err == nil || ctx.Err() != nil {
@@ -735,7 +757,7 @@ func (d *Driver) recheck() {
 	d.mu.Lock()
 	for _, e := range d.entries {
 		if e.failures > 0 && !e.due.IsZero() {
-			e.due = now.Add(spread(d.opts.Jitter))
+			e.due = now.Add(d.jitterLocked(now))
 		}
 	}
 	d.mu.Unlock()
