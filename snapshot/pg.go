@@ -16,6 +16,8 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/objectstack-fleet/reconciler/internal/backoff"
 )
 
 // PG is the PostgreSQL store. Its cursor is a pg_snapshot (DESIGN §4).
@@ -544,22 +546,19 @@ ON CONFLICT (replica_id) DO UPDATE SET at = EXCLUDED.at, report = EXCLUDED.repor
 // every (re)connect too, since hints may have been missed meanwhile.
 func (p *PG) Listen(ctx context.Context, wake func()) error {
 	cfg := p.pool.Config().ConnConfig.Copy()
-	const minBackoff, maxBackoff = 100 * time.Millisecond, 30 * time.Second
-	backoff := minBackoff
+	retry := backoff.Policy{Base: 100 * time.Millisecond, Max: 30 * time.Second, Jitter: 0.2}
+	failures := 0
 	for {
-		err := p.listenOnce(ctx, cfg, wake, func() { backoff = minBackoff })
+		err := p.listenOnce(ctx, cfg, wake, func() { failures = 0 })
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
-		p.log.WarnContext(ctx, "hint listener disconnected", slog.Any("err", p.interpretError("listen", err)), slog.Duration("retry_in", backoff))
-		t := time.NewTimer(backoff)
-		select {
-		case <-ctx.Done():
-			t.Stop()
+		failures++
+		delay := retry.Delay(failures)
+		p.log.WarnContext(ctx, "hint listener disconnected", slog.Any("err", p.interpretError("listen", err)), slog.Duration("retry_in", delay))
+		if !backoff.Wait(ctx, delay) {
 			return ctx.Err()
-		case <-t.C:
 		}
-		backoff = min(backoff*2, maxBackoff)
 	}
 }
 

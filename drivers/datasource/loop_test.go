@@ -35,7 +35,7 @@ func TestThroughTheLoop(t *testing.T) {
 	defer func() { cancel(); <-done }()
 	<-rec.Synced()
 
-	entry := func() registry.Entry { e, _ := rec.Registries().Of(registry.KindDatasource).Get("crm"); return e }
+	entry := func() registry.Entry { e, _ := rec.Registries().Get(registry.KindDatasource, "crm"); return e }
 	if e := entry(); e.State != registry.StateHeld || !strings.Contains(e.Reason, "28P01") {
 		t.Fatalf("wrong password: %s %q, want held naming 28P01", e.State, e.Reason)
 	}
@@ -68,7 +68,7 @@ func TestThroughTheLoop(t *testing.T) {
 
 	snapshottest.Exec(t, url, `UPDATE sys_datasource SET active = false WHERE name = 'crm'`)
 	proctest.Eventually(t, 30*time.Second, 20*time.Millisecond, "evicted", func() bool {
-		_, ok := rec.Registries().Of(registry.KindDatasource).Get("crm")
+		_, ok := rec.Registries().Get(registry.KindDatasource, "crm")
 		return !ok
 	})
 	proctest.Eventually(t, 30*time.Second, 20*time.Millisecond, "pool closed on the server",
