@@ -11,6 +11,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/objectstack-fleet/reconciler/internal/backoff"
 	"github.com/objectstack-fleet/reconciler/reconcile"
 	"github.com/objectstack-fleet/reconciler/registry"
 )
@@ -137,7 +138,7 @@ type Driver struct {
 	opts   Options
 	log    *slog.Logger
 	probe  prober
-	bo     backoff
+	bo     backoff.Policy
 	prefix string
 
 	mu       sync.Mutex
@@ -190,7 +191,7 @@ func New(opts Options) (*Driver, error) {
 		opts:    opts,
 		log:     opts.Logger,
 		probe:   prober{base: strings.TrimRight(opts.URL, "/"), token: opts.Token, client: opts.Client},
-		bo:      backoff{min: opts.MinBackoff, max: max(opts.MaxBackoff, opts.MinBackoff)},
+		bo:      backoff.Policy{Base: opts.MinBackoff, Max: opts.MaxBackoff, Jitter: 0.2},
 		prefix:  opts.Prefix,
 		entries: map[registry.Ref]*entry{},
 		seen:    map[string]time.Time{},
@@ -254,7 +255,8 @@ func (d *Driver) jitterLocked(now time.Time) time.Duration {
 	if d.peerSeen.IsZero() || now.Sub(d.peerSeen) > peerMemory {
 		return 0
 	}
-	return spread(d.opts.Jitter)
+	// Uniform in [0, Jitter].
+	return backoff.Jitter(d.opts.Jitter/2, 1)
 }
 
 // classify says how the replica shows an entry's state. Org-scoped items
@@ -486,7 +488,7 @@ func (d *Driver) decide(ctx context.Context, p plan) outcome {
 	}
 	if err != nil {
 		out.failures++
-		out.due = now.Add(d.bo.after(out.failures))
+		out.due = now.Add(d.bo.Delay(out.failures))
 		out.status = Status{State: StateNudged, Attempts: out.attempts, Error: err.Error()}
 		if p.class == classFlow || p.class == classPermission {
 			out.status.State = StateUnverifiable
@@ -520,13 +522,13 @@ func (d *Driver) decide(ctx context.Context, p plan) outcome {
 	if err := d.publish(ctx, p); err != nil {
 		out.failures++
 		out.status = Status{State: StateNudged, Attempts: out.attempts, Error: err.Error()}
-		out.due = now.Add(d.bo.after(out.failures))
+		out.due = now.Add(d.bo.Delay(out.failures))
 		return out
 	}
 	out.published = true
 	out.attempts++
 	out.status = Status{State: StateNudged, Attempts: out.attempts, Error: detail}
-	out.due = now.Add(max(d.opts.Settle, d.bo.after(out.attempts)-d.bo.min))
+	out.due = now.Add(max(d.opts.Settle, d.bo.Delay(out.attempts)-d.bo.Base))
 	if out.attempts > 1 {
 		if m := d.opts.Metrics; m != nil {
 			m.nudges.Inc()
@@ -545,7 +547,7 @@ func (d *Driver) publishOnce(ctx context.Context, p plan, out outcome, now time.
 		if err := d.publish(ctx, p); err != nil {
 			out.failures++
 			out.status = Status{State: StateNudged, Attempts: out.attempts, Error: err.Error()}
-			out.due = now.Add(d.bo.after(out.failures))
+			out.due = now.Add(d.bo.Delay(out.failures))
 			return out
 		}
 		out.attempts++
@@ -683,12 +685,8 @@ func (d *Driver) observe(ctx context.Context) {
 			return
 		}
 		d.log.WarnContext(ctx, "replica: bus subscription failed, retrying", slog.String("error", err.Error()))
-		t := time.NewTimer(d.opts.HealthInterval)
-		select {
-		case <-ctx.Done():
-			t.Stop()
+		if !backoff.Wait(ctx, d.opts.HealthInterval) {
 			return
-		case <-t.C:
 		}
 	}
 }
