@@ -144,7 +144,7 @@ func TestReplicaMetricsWithoutReplica(t *testing.T) {
 	b, _ := io.ReadAll(resp.Body)
 	resp.Body.Close()
 	for _, fam := range []string{"reconciler_replica_publishes_total", "reconciler_replica_verifications_total",
-		"reconciler_replica_restarts_total", "reconciler_replica_bus_messages_total", "reconciler_replica_entries"} {
+		"reconciler_replica_restarts_total", "reconciler_replica_nudges_total", "reconciler_replica_bus_messages_total", "reconciler_replica_entries"} {
 		if !strings.Contains(string(b), fam) {
 			t.Errorf("/metrics lacks %s", fam)
 		}

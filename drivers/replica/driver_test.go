@@ -257,6 +257,9 @@ func TestLostMessagesAreNudgedAgain(t *testing.T) {
 	if got := testutil.ToFloat64(metric(t, d.reg, "reconciler_replica_publishes_total", "channel", replica.ChannelMetadata, "result", "ok")); got != 3 {
 		t.Fatalf("publishes metric = %v", got)
 	}
+	if got := testutil.ToFloat64(metric(t, d.reg, "reconciler_replica_nudges_total")); got != 2 {
+		t.Fatalf("nudges metric = %v", got)
+	}
 }
 
 func TestNudgedStateNamesWhatIsMissing(t *testing.T) {
@@ -573,5 +576,17 @@ func TestConvergesThroughALossyBus(t *testing.T) {
 	t.Logf("PUBLISH through the proxy: %d, lost: %d", proxy.Published.Load(), proxy.Dropped.Load())
 	if proxy.Dropped.Load() == 0 {
 		t.Log("no message was lost this time")
+	}
+}
+
+func TestTranslationServedForItsLocale(t *testing.T) {
+	r := newRig(t)
+	n := r.node(t, replicatest.Options{})
+	d := r.sidecar(t, n, "reconciler:a", nil)
+	r.db.Put("translation", "fr_crm", map[string]any{"name": "fr_crm", "locale": "fr", "objects": map[string]any{"task": map[string]any{"label": "Tâche"}}})
+	d.Notify(change(registry.KindEngine, "translation/fr_crm", reconcile.ActionCreate))
+	eventually(t, "translation in-sync", stateIs(d, registry.KindEngine, "translation/fr_crm", replica.StateInSync))
+	if st, _ := d.Status(registry.KindEngine, "translation/fr_crm"); st.Attempts != 1 {
+		t.Fatalf("attempts = %d", st.Attempts)
 	}
 }

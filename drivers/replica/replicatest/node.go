@@ -112,6 +112,7 @@ type Node struct {
 	objects     map[string]map[string]any // registered objects
 	flows       map[string]map[string]any // loaded at boot
 	permissions map[string]map[string]any // loaded at boot
+	i18n        map[string]map[string]any // locale → authored translations
 	pools       map[string]bool           // datasource → pool open
 	down        bool
 
@@ -173,9 +174,11 @@ func (n *Node) boot() {
 	n.flows = map[string]map[string]any{}
 	n.permissions = map[string]map[string]any{}
 	n.pools = map[string]bool{}
+	n.i18n = map[string]map[string]any{}
 	if n.db == nil {
 		return
 	}
+	n.syncTranslationsLocked()
 	n.flows = n.db.all("flow")
 	n.permissions = n.db.all("permission")
 	for name, b := range n.db.all("datasource") {
@@ -262,6 +265,12 @@ func (n *Node) apply(channel, msg string) {
 	}
 	switch channel {
 	case "metadata.mutated":
+		if env.P.Event.Type == "translation" {
+			n.mu.Lock()
+			n.syncTranslationsLocked()
+			n.mu.Unlock()
+			return
+		}
 		if env.P.Event.Type != "object" {
 			return // flows and permission sets: only at boot
 		}
@@ -281,6 +290,31 @@ func (n *Node) apply(channel, msg string) {
 		n.mu.Lock()
 		n.pools[env.P.Name] = ok && row["active"] != false
 		n.mu.Unlock()
+	}
+}
+
+// syncTranslationsLocked re-reads every translation row, as 17.4 re-syncs
+// the whole authored layer on any translation message.
+func (n *Node) syncTranslationsLocked() {
+	n.i18n = map[string]map[string]any{}
+	if n.db == nil {
+		return
+	}
+	for name, b := range n.db.all("translation") {
+		locale, _ := b["locale"].(string)
+		if locale == "" {
+			locale = name
+		}
+		out := n.i18n[locale]
+		if out == nil {
+			out = map[string]any{}
+			n.i18n[locale] = out
+		}
+		for k, v := range b {
+			if k != "name" && k != "locale" {
+				out[k] = v
+			}
+		}
 	}
 }
 
@@ -341,6 +375,14 @@ func (n *Node) serve(w http.ResponseWriter, r *http.Request) {
 		}
 		n.mu.Unlock()
 		writeJSON(w, 200, map[string]any{"type": typ, "name": name, "code": nilIfEmpty(code), "overlay": nilIfEmpty(overlay)})
+	case len(parts) == 3 && parts[0] == "i18n" && parts[1] == "translations":
+		n.mu.Lock()
+		tr := clone(n.i18n[parts[2]])
+		n.mu.Unlock()
+		if tr == nil {
+			tr = map[string]any{}
+		}
+		writeJSON(w, 200, map[string]any{"success": true, "data": map[string]any{"locale": parts[2], "translations": tr}})
 	case len(parts) == 2 && parts[0] == "automation":
 		n.mu.Lock()
 		f, ok := n.flows[parts[1]]
