@@ -207,6 +207,10 @@ func (d *Daemon) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	secrets, err := d.newSecretOpener(cfg)
+	if err != nil {
+		return err
+	}
 	drv, closeBus, err := d.replicaDriver(cfg, replicaMetrics)
 	if err != nil {
 		return err
@@ -224,7 +228,10 @@ func (d *Daemon) Run(ctx context.Context) error {
 		ApplyConcurrency: cfg.ApplyConcurrency,
 		ApplyTimeout:     cfg.ApplyTimeout,
 		StopTimeout:      loopStopTimeout,
-		Materializers:    materializers(log),
+		Materializers:    materializers(cfg, log),
+		Secrets:          secrets,
+		CodeObjects:      cfg.CodeObjects,
+		Limits:           limits(cfg),
 		Notifier:         notifier,
 		Metrics:          metrics,
 		Logger:           log,

@@ -6,7 +6,7 @@ import (
 	"sort"
 	"time"
 
-	"github.com/objectstack-fleet/reconciler/internal/canonjson"
+	"github.com/objectstack-fleet/reconciler/metadata"
 	"github.com/objectstack-fleet/reconciler/registry"
 )
 
@@ -23,7 +23,7 @@ func (r *Reconciler) Drift(ctx context.Context) (DriftReport, error) {
 		NotReady: []DriftItem{}, SignatureMismatch: []DriftItem{}, Orphans: []DriftItem{}, Missing: []DriftItem{}, ChecksumMismatches: []DriftItem{}}
 	rows := make(rowSet, all.Len())
 	rows.add(all)
-	m := buildModel(all)
+	m := r.buildModel(all)
 	for ref, n := range m.nodes {
 		rep.Summary.Desired++
 		sig := signature(n, rows[n.addr], m)
@@ -55,8 +55,8 @@ func (r *Reconciler) Drift(ctx context.Context) (DriftReport, error) {
 		if row.State != "active" || row.Checksum == "" {
 			continue
 		}
-		if sum, err := canonjson.Checksum(row.Metadata); err != nil || sum != row.Checksum {
-			n := metadataNode(row)
+		if metadata.VerifyChecksum(row.Metadata, row.Checksum) != nil {
+			n := metadataNode(row, r.opts.Limits)
 			if n == nil {
 				continue
 			}

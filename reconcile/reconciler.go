@@ -109,7 +109,7 @@ func New(src Source, opts Options) *Reconciler {
 		regs:         registry.NewSet(),
 		wake:         make(chan struct{}, 1),
 		synced:       make(chan struct{}),
-		model:        newModel(),
+		model:        newModel(opts.CodeObjects),
 		retries:      make(map[registry.Ref]time.Time),
 		relistReason: TriggerStart,
 		abandoned:    newAbandoned(metrics.Abandoned),

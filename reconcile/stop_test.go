@@ -83,7 +83,7 @@ func TestStopBoundWithHungMaterializer(t *testing.T) {
 	}
 	b := start(t, s, url, Options{ResyncInterval: -1, ApplyTimeout: time.Hour, StopTimeout: 300 * time.Millisecond,
 		Metrics: metrics, Materializers: map[registry.Kind]Materializer{registry.KindEngine: m}})
-	b.exec(`INSERT INTO sys_metadata (id, type, name, metadata) VALUES ('o','object','account','{"fields":[]}')`)
+	b.exec(`INSERT INTO sys_metadata (id, type, name, metadata) VALUES ('o','object','account','{"fields":{}}')`)
 	select {
 	case <-m.entered:
 	case <-time.After(30 * time.Second):
@@ -131,7 +131,7 @@ func TestNoRetryWhileAbandonedAttemptRuns(t *testing.T) {
 	b := start(t, s, url, Options{ResyncInterval: -1, ApplyTimeout: 50 * time.Millisecond,
 		RetryBase: 10 * time.Millisecond, RetryMax: 20 * time.Millisecond,
 		Materializers: map[registry.Kind]Materializer{registry.KindEngine: m}})
-	b.exec(`INSERT INTO sys_metadata (id, type, name, metadata) VALUES ('o','object','account','{"fields":[]}')`)
+	b.exec(`INSERT INTO sys_metadata (id, type, name, metadata) VALUES ('o','object','account','{"fields":{}}')`)
 	<-m.entered
 	const held = "previous attempt still running"
 	attempts := func() int {

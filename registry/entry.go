@@ -61,8 +61,10 @@ type Instance interface {
 // Entry is one registry entry. Its exported fields are the contract of
 // GET /v1/items.
 type Entry struct {
-	Kind      Kind   `json:"kind"`
-	Key       string `json:"key"`
+	Kind Kind   `json:"kind"`
+	Key  string `json:"key"`
+	// KeyParts are the key's parts (org, type, name, package), set by Put.
+	KeyParts
 	Revision  int64  `json:"revision"`  // desired revision
 	Signature string `json:"signature"` // desired signature last acted on
 	State     State  `json:"state"`

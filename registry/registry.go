@@ -32,6 +32,9 @@ func (r *Registry) Get(key string) (Entry, bool) {
 // Put stores a copy of e under e.Key.
 func (r *Registry) Put(e Entry) {
 	e.Kind = r.kind
+	if p, err := ParseKey(r.kind, e.Key); err == nil {
+		e.KeyParts = p
+	}
 	r.mu.Lock()
 	r.entries[e.Key] = &e
 	r.mu.Unlock()

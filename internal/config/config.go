@@ -47,6 +47,12 @@ type Config struct {
 	WebhookURL       string        `key:"notify.webhook.url"`
 	WebhookSecretEnv string        `key:"notify.webhook.secret_env"`
 	ExecCommand      []string      `key:"notify.exec.command"`
+	SecretsKeyEnv    string        `key:"secrets.key_env"`
+	CodeObjects      []string      `key:"engine.code_objects"`
+	MaxBodyBytes     int           `key:"engine.max_body_bytes"`
+	MaxRefs          int           `key:"engine.max_refs"`
+	SQLiteDir        string        `key:"datasource.sqlite_dir"`
+	MaxConns         int           `key:"datasource.max_conns"`
 	LogLevel         slog.Level    `key:"log.level"`
 	LogFormat        string        `key:"log.format"` // "text" or "json"
 
@@ -226,6 +232,12 @@ func decode(v *viper.Viper) (*Config, error) {
 		WebhookURL:       d.str(KeyWebhookURL),
 		WebhookSecretEnv: d.str(KeyWebhookSecretEnv),
 		ExecCommand:      d.argv(KeyExecCommand),
+		SecretsKeyEnv:    d.str(KeySecretsKeyEnv),
+		CodeObjects:      d.argv(KeyCodeObjects),
+		MaxBodyBytes:     d.integer(KeyMaxBodyBytes, 1024),
+		MaxRefs:          d.integer(KeyMaxRefs, 1),
+		SQLiteDir:        d.str(KeySQLiteDir),
+		MaxConns:         d.integer(KeyMaxConns, 1),
 		LogFormat:        strings.ToLower(d.str(KeyLogFormat)),
 		ReplicaURL:       d.str(KeyReplicaURL),
 		ReplicaTokenEnv:  d.str(KeyReplicaTokenEnv),
@@ -258,6 +270,7 @@ func decode(v *viper.Viper) (*Config, error) {
 	}
 	d.check(KeyStatusTokenEnv, checkEnvName(c.StatusTokenEnv))
 	d.check(KeyWebhookSecretEnv, checkEnvName(c.WebhookSecretEnv))
+	d.check(KeySecretsKeyEnv, checkEnvName(c.SecretsKeyEnv))
 	if c.WebhookURL != "" {
 		u, err := url.Parse(c.WebhookURL)
 		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
