@@ -57,9 +57,9 @@ func measureCold(ctx context.Context, cfg Config, db *benchDB, runs int, logf fu
 		}
 		took := time.Since(t0)
 		h1, r1 := heap(), rss()
-		n := l.rec.Registries().Of(registry.KindEngine).Len() +
-			l.rec.Registries().Of(registry.KindCredential).Len() +
-			l.rec.Registries().Of(registry.KindDatasource).Len()
+		n := l.rec.Registries().Len(registry.KindEngine) +
+			l.rec.Registries().Len(registry.KindCredential) +
+			l.rec.Registries().Len(registry.KindDatasource)
 		l.stop()
 		res.Items = n
 		start = append(start, ms(took))

@@ -67,7 +67,7 @@ func createDB(ctx context.Context, admin, name string, rows int) (*benchDB, erro
 
 // seed inserts n sys_metadata rows (objects with three fields, one a lookup
 // to another object, as in reconcile's own benchmark), 10 credentials and 10
-// datasources, in batches so that 1M rows do not make one huge transaction.
+// inactive datasources (sys_metadata records), in batches so that 1M rows do not make one huge transaction.
 func (db *benchDB) seed(ctx context.Context, n int) error {
 	c, err := pgx.Connect(ctx, db.url)
 	if err != nil {
@@ -89,8 +89,10 @@ FROM generate_series($1::int, $2::int) x`, lo, hi)
 SELECT 'cred' || x, 'secret-' || x FROM generate_series(1, 10) x`); err != nil {
 		return fmt.Errorf("seed credentials: %w", err)
 	}
-	if _, err := c.Exec(ctx, `INSERT INTO sys_datasource (name, driver, config, active)
-SELECT 'ds' || x, 'sqlite', ('{"path":"/nonexistent/ds' || x || '.db"}')::jsonb, false FROM generate_series(1, 10) x`); err != nil {
+	if _, err := c.Exec(ctx, `INSERT INTO sys_metadata (id, type, name, metadata)
+SELECT 'ds' || x, 'datasource', 'ds' || x,
+  '{"name":"ds' || x || '","driver":"sqlite","config":{"path":"ds' || x || '.db"},"active":false}'
+FROM generate_series(1, 10) x`); err != nil {
 		return fmt.Errorf("seed datasources: %w", err)
 	}
 	for _, q := range []string{"VACUUM ANALYZE", "CHECKPOINT"} {

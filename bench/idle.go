@@ -117,9 +117,9 @@ func (nv *naive) run(ctx context.Context, interval time.Duration) {
 		cur := make(map[string]int64, len(prev))
 		b := &pgx.Batch{}
 		for _, q := range []string{
-			"SELECT id, revision FROM sys_metadata WHERE state = 'active'",
-			"SELECT ref, revision FROM sys_connector_credential",
-			"SELECT name, revision FROM sys_datasource",
+			"SELECT m.id, r.revision FROM sys_metadata m JOIN sys_reconciler_revision r ON r.source = 'sys_metadata' AND r.key = m.id WHERE m.state = 'active'",
+			"SELECT 'c:' || ref, revision FROM sys_connector_credential",
+			"SELECT 's:' || s.id, r.revision FROM sys_secret s JOIN sys_reconciler_revision r ON r.source = 'sys_secret' AND r.key = s.id",
 		} {
 			b.Queue(q).Query(func(rows pgx.Rows) error {
 				var k string

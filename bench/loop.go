@@ -163,7 +163,7 @@ func (l *loop) waitApplied(ctx context.Context, key string, rev int64, timeout t
 
 // servingRevision is the revision the registry says the entry serves.
 func (l *loop) servingRevision(key string) int64 {
-	e, ok := l.rec.Registries().Of(registry.KindEngine).Get(key)
+	e, ok := l.rec.Registries().Get(registry.KindEngine, key)
 	if !ok {
 		return 0
 	}

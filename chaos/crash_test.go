@@ -87,10 +87,9 @@ func TestChaosCrash(t *testing.T) {
 	space.seed(t, url)
 	const nds = 3
 	dsRow := func(i int, lifetime string) {
-		execSQL(t, url, `INSERT INTO sys_datasource (name, driver, config, pool, external) VALUES ($1, 'postgres', $2, $3, $4)
-ON CONFLICT (name) DO UPDATE SET config = EXCLUDED.config, pool = EXCLUDED.pool, external = EXCLUDED.external`,
-			fmt.Sprintf("ds%d", i), fmt.Sprintf(`{"url":%q}`, withApp(dsURL, "chaos-ds")),
-			fmt.Sprintf(`{"maxConns":1,"minConns":1,"maxConnLifetime":%q}`, lifetime), `{"credentialsRef":"cred0"}`)
+		name := fmt.Sprintf("ds%d", i)
+		execSQL(t, url, upsertDatasource, name, dsRecord(name, "postgres", fmt.Sprintf(`{"url":%q}`, withApp(dsURL, "chaos-ds")),
+			fmt.Sprintf(`{"maxConns":1,"minConns":1,"maxConnLifetime":%q}`, lifetime), `{"credentialsRef":"cred0"}`))
 	}
 	for i := 0; i < nds; i++ {
 		dsRow(i, "1h")

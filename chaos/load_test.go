@@ -60,7 +60,7 @@ func (s loadSpace) write(ctx context.Context, tx pgx.Tx, rnd *rand.Rand) error {
 		typ := []string{"view", "flow", "permission"}[i%3]
 		body := fmt.Sprintf(`{"object":"o%d","n":%d}`, rnd.IntN(s.objects), rnd.IntN(1000))
 		if typ == "flow" {
-			body = fmt.Sprintf(`{"trigger":{"object":"o%d"},"n":%d}`, rnd.IntN(s.objects), rnd.IntN(1000))
+			body = fmt.Sprintf(`{"nodes":[{"id":"start","type":"start","config":{"objectName":"o%d"}}],"n":%d}`, rnd.IntN(s.objects), rnd.IntN(1000))
 		}
 		_, err = tx.Exec(ctx, upsertMetadata, fmt.Sprintf("%s:x%d", typ, i), typ, fmt.Sprintf("x%d", i), body)
 	case p < 8: // archive one

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"github.com/objectstack-fleet/reconciler/internal/proctest"
+	"github.com/objectstack-fleet/reconciler/registry"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -159,8 +160,8 @@ func openDB(url string) (*sql.DB, error) {
 }
 
 // desired returns what the rows at url desire: each entry's revision.
-// It reads the tables independently of the snapshot package, following
-// DESIGN §5 (kinds and keys) and §3 (only active rows are desired).
+// It reads the tables independently of the snapshot package: only active
+// rows are desired, keyed as the registry keys them.
 func desired(ctx context.Context, url string) (map[ref]int64, error) {
 	db, err := openDB(url)
 	if err != nil {
@@ -189,48 +190,52 @@ func desired(ctx context.Context, url string) (map[ref]int64, error) {
 		}
 		return rows.Err()
 	}
-	err = add(`SELECT ref, revision FROM sys_connector_credential`, func(rows *sql.Rows) error {
+	// Revisions are the row watermarks the triggers keep in
+	// sys_reconciler_revision.
+	err = add(`SELECT c.ref, r.revision FROM sys_connector_credential c
+		JOIN sys_reconciler_revision r ON r.source = 'sys_connector_credential' AND r.key = c.ref`, func(rows *sql.Rows) error {
 		var k string
 		var rev int64
 		err := rows.Scan(&k, &rev)
-		want[ref{"credential", k}] = rev
+		want[ref{"credential", registry.CredentialKey(k)}] = rev
 		return err
 	})
 	if err == nil {
-		err = add(`SELECT name, revision FROM sys_datasource WHERE active`, func(rows *sql.Rows) error {
+		err = add(`SELECT s.id, r.revision FROM sys_secret s
+			JOIN sys_reconciler_revision r ON r.source = 'sys_secret' AND r.key = s.id`, func(rows *sql.Rows) error {
 			var k string
 			var rev int64
 			err := rows.Scan(&k, &rev)
-			want[ref{"datasource", k}] = rev
+			want[ref{"credential", registry.SecretKey(k)}] = rev
 			return err
 		})
 	}
 	if err == nil {
-		err = add(`SELECT organization_id, type, name, CAST(metadata AS TEXT), revision FROM sys_metadata WHERE state = 'active'`, func(rows *sql.Rows) error {
-			var org, typ, name, body string
+		err = add(`SELECT coalesce(m.organization_id, ''), coalesce(m.package_id, ''), m.type, m.name, coalesce(m.metadata, ''), r.revision
+			FROM sys_metadata m JOIN sys_reconciler_revision r ON r.source = 'sys_metadata' AND r.key = m.id
+			WHERE m.state = 'active'`, func(rows *sql.Rows) error {
+			var org, pkg, typ, name, body string
 			var rev int64
-			if err := rows.Scan(&org, &typ, &name, &body, &rev); err != nil {
+			if err := rows.Scan(&org, &pkg, &typ, &name, &body, &rev); err != nil {
 				return err
 			}
-			if typ == "connector" {
-				var b struct {
-					Enabled *bool `json:"enabled"`
-					Auth    struct {
-						Type          string `json:"type"`
-						CredentialRef string `json:"credentialRef"`
-					} `json:"auth"`
-				}
-				if json.Unmarshal([]byte(body), &b) == nil && b.Enabled != nil && !*b.Enabled {
-					return nil
-				}
-				want[ref{"connector", name}] = rev
-				return nil
+			var b struct {
+				Enabled *bool `json:"enabled"`
+				Active  *bool `json:"active"`
 			}
-			key := typ + "/" + name
-			if org != "" {
-				key = org + ":" + key
+			_ = json.Unmarshal([]byte(body), &b)
+			switch typ {
+			case "connector":
+				if b.Enabled == nil || *b.Enabled {
+					want[ref{"connector", registry.NamedKey(org, name, pkg)}] = rev
+				}
+			case "datasource":
+				if b.Active == nil || *b.Active {
+					want[ref{"datasource", registry.NamedKey(org, name, pkg)}] = rev
+				}
+			default:
+				want[ref{"engine", registry.EngineKey(org, typ, name, pkg)}] = rev
 			}
-			want[ref{"engine", key}] = rev
 			return nil
 		})
 	}

@@ -161,5 +161,15 @@ func objectBody(rnd *rand.Rand, refs ...string) string {
 const upsertMetadata = `INSERT INTO sys_metadata (id, type, name, metadata) VALUES ($1, $2, $3, $4)
 ON CONFLICT (id) DO UPDATE SET metadata = EXCLUDED.metadata, state = 'active', version = sys_metadata.version + 1`
 
+// upsertDatasource writes a datasource as the platform stores it: a
+// sys_metadata row of type datasource whose body is the record.
+const upsertDatasource = `INSERT INTO sys_metadata (id, type, name, metadata) VALUES ('datasource:' || $1, 'datasource', $1, $2)
+ON CONFLICT (id) DO UPDATE SET metadata = EXCLUDED.metadata, state = 'active', version = sys_metadata.version + 1`
+
+// dsRecord is a datasource record; config, pool and external are JSON.
+func dsRecord(name, driver, config, pool, external string) string {
+	return fmt.Sprintf(`{"name":%q,"driver":%q,"config":%s,"pool":%s,"external":%s,"active":true}`, name, driver, config, pool, external)
+}
+
 const upsertCredential = `INSERT INTO sys_connector_credential (ref, value) VALUES ($1, $2)
 ON CONFLICT (ref) DO UPDATE SET value = EXCLUDED.value`

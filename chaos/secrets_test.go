@@ -83,10 +83,10 @@ func TestChaosSecrets(t *testing.T) {
 	execSQL(t, url, upsertMetadata, "connector:s3", "connector", "s3", auth("api-key", "apikey"))
 	// A datasource whose server refuses the (canary) password, and one
 	// whose server is not there.
-	execSQL(t, url, `INSERT INTO sys_datasource (name, driver, config, external) VALUES
-  ('ds_refused', 'postgres', $1, '{"credentialsRef":"bearer"}'),
-  ('ds_gone', 'postgres', '{"host":"127.0.0.1","port":1,"database":"x","user":"u"}', '{"connector":"s1"}')`,
-		fmt.Sprintf(`{"url":%q}`, withDatabaseUser(url, "no_such_role_chaos")))
+	execSQL(t, url, upsertDatasource, "ds_refused", dsRecord("ds_refused", "postgres",
+		fmt.Sprintf(`{"url":%q}`, withDatabaseUser(url, "no_such_role_chaos")), `{}`, `{"credentialsRef":"bearer"}`))
+	execSQL(t, url, upsertDatasource, "ds_gone", dsRecord("ds_gone", "postgres",
+		`{"host":"127.0.0.1","port":1,"database":"x","user":"u"}`, `{}`, `{"connector":"s1"}`))
 
 	d := r.newDaemon("secrets", withApp(url, "chaos-secrets"),
 		set("status.token_env", "CHAOS_TOKEN"),

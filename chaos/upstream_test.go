@@ -72,9 +72,8 @@ func TestChaosUpstream(t *testing.T) {
 			connectorBody(up.URL, fmt.Sprintf("up%d", i%2), "300ms"))
 	}
 	dsRow := func(lifetime string) {
-		execSQL(t, url, `INSERT INTO sys_datasource (name, driver, config, pool, external) VALUES ('away', 'postgres', $1, $2, '{"credentialsRef":"up0"}')
-ON CONFLICT (name) DO UPDATE SET pool = EXCLUDED.pool`,
-			fmt.Sprintf(`{"url":%q}`, withApp(dsc.URL("dsdb"), "chaos-away")), fmt.Sprintf(`{"maxConns":1,"maxConnLifetime":%q}`, lifetime))
+		execSQL(t, url, upsertDatasource, "away", dsRecord("away", "postgres", fmt.Sprintf(`{"url":%q}`, withApp(dsc.URL("dsdb"), "chaos-away")),
+			fmt.Sprintf(`{"maxConns":1,"maxConnLifetime":%q}`, lifetime), `{"credentialsRef":"up0"}`))
 	}
 	dsRow("1h")
 	ds := []*daemon{

@@ -139,34 +139,13 @@ func (d *Daemon) Reload() {
 	d.log.Info("config reloaded", slog.String("file", next.File))
 }
 
+// appliedAtOnce are the keys a reload applies while running; every other
+// changed key waits for the next start.
+var appliedAtOnce = []string{config.KeyLogLevel, config.KeyDriftSchedule, config.KeyDriftDir}
+
+// restartKeys returns the changed keys that apply at the next start only.
 func restartKeys(a, b *config.Config) []string {
-	var out []string
-	add := func(key string, changed bool) {
-		if changed {
-			out = append(out, key)
-		}
-	}
-	add(config.KeyReplicaID, a.ReplicaID != b.ReplicaID)
-	add(config.KeyStoreURL, a.StoreURL != b.StoreURL)
-	add(config.KeyPollInterval, a.PollInterval != b.PollInterval)
-	add(config.KeyPollJitter, a.PollJitter != b.PollJitter)
-	add(config.KeyResyncInterval, a.ResyncInterval != b.ResyncInterval)
-	add(config.KeyHintListen, a.HintListen != b.HintListen)
-	add(config.KeyApplyConcurrency, a.ApplyConcurrency != b.ApplyConcurrency)
-	add(config.KeyApplyTimeout, a.ApplyTimeout != b.ApplyTimeout)
-	add(config.KeyJournalRetention, a.JournalRetention != b.JournalRetention)
-	add(config.KeyStatusListen, a.StatusListen != b.StatusListen)
-	add(config.KeyStatusTokenEnv, a.StatusTokenEnv != b.StatusTokenEnv)
-	add(config.KeyWebhookURL, a.WebhookURL != b.WebhookURL)
-	add(config.KeyWebhookSecretEnv, a.WebhookSecretEnv != b.WebhookSecretEnv)
-	add(config.KeyExecCommand, !slices.Equal(a.ExecCommand, b.ExecCommand))
-	add(config.KeyLogFormat, a.LogFormat != b.LogFormat)
-	add(config.KeyReplicaURL, a.ReplicaURL != b.ReplicaURL)
-	add(config.KeyReplicaTokenEnv, a.ReplicaTokenEnv != b.ReplicaTokenEnv)
-	add(config.KeyReplicaBusURL, a.ReplicaBusURL != b.ReplicaBusURL)
-	add(config.KeyReplicaBusPrefix, a.ReplicaBusPrefix != b.ReplicaBusPrefix)
-	add(config.KeyReplicaOrigin, a.ReplicaOrigin != b.ReplicaOrigin)
-	return out
+	return slices.DeleteFunc(config.Changed(a, b), func(k string) bool { return slices.Contains(appliedAtOnce, k) })
 }
 
 // startupTimeout bounds the store's preparation at start.
@@ -228,6 +207,10 @@ func (d *Daemon) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	secrets, err := d.newSecretOpener(cfg)
+	if err != nil {
+		return err
+	}
 	drv, closeBus, err := d.replicaDriver(cfg, replicaMetrics)
 	if err != nil {
 		return err
@@ -245,7 +228,10 @@ func (d *Daemon) Run(ctx context.Context) error {
 		ApplyConcurrency: cfg.ApplyConcurrency,
 		ApplyTimeout:     cfg.ApplyTimeout,
 		StopTimeout:      loopStopTimeout,
-		Materializers:    materializers(log),
+		Materializers:    materializers(cfg, log),
+		Secrets:          secrets,
+		CodeObjects:      cfg.CodeObjects,
+		Limits:           limits(cfg),
 		Notifier:         notifier,
 		Metrics:          metrics,
 		Logger:           log,

@@ -3,10 +3,13 @@ package daemon
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -14,6 +17,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/objectstack-fleet/reconciler/internal/config"
+	"github.com/objectstack-fleet/reconciler/internal/proctest"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -31,23 +35,31 @@ func testConfig(t *testing.T, extra string) *config.Config {
 	return c
 }
 
-// Run starts every part on SQLite and stops all of them when ctx ends:
-// goleak in TestMain proves no goroutine is left.
-func TestRunAndStop(t *testing.T) {
-	cfg := testConfig(t, "replica_id: unit\npoll:\n  interval: 100ms\n")
+// started runs a Daemon made from opts until stop is called (at the
+// latest when the test ends) and returns it once it has started, with its
+// status API address. stop returns Run's error.
+func started(t *testing.T, opts Options) (d *Daemon, addr string, stop func() error) {
+	t.Helper()
 	addrc := make(chan string, 1)
-	var reloads atomic.Int32
-	d := New(Options{Config: cfg, Version: "test", Started: func(a string) { addrc <- a },
-		Reload: func() (*config.Config, error) {
-			reloads.Add(1)
-			next := *cfg
-			next.DriftSchedule = "@every 1h"
-			return &next, nil
-		}})
+	opts.Started = func(a string) { addrc <- a }
+	d = New(opts)
 	ctx, cancel := context.WithCancel(context.Background())
 	errc := make(chan error, 1)
 	go func() { errc <- d.Run(ctx) }()
-	var addr string
+	var once sync.Once
+	var err error
+	stop = func() error {
+		once.Do(func() {
+			cancel()
+			select {
+			case err = <-errc:
+			case <-time.After(30 * time.Second):
+				err = errors.New("Run did not return within 30s")
+			}
+		})
+		return err
+	}
+	t.Cleanup(func() { _ = stop() })
 	select {
 	case addr = <-addrc:
 	case err := <-errc:
@@ -55,6 +67,21 @@ func TestRunAndStop(t *testing.T) {
 	case <-time.After(30 * time.Second):
 		t.Fatal("not started")
 	}
+	return d, addr, stop
+}
+
+// Run starts every part on SQLite and stops all of them when ctx ends:
+// goleak in TestMain proves no goroutine is left.
+func TestRunAndStop(t *testing.T) {
+	cfg := testConfig(t, "replica_id: unit\npoll:\n  interval: 100ms\n")
+	var reloads atomic.Int32
+	d, addr, stop := started(t, Options{Config: cfg, Version: "test",
+		Reload: func() (*config.Config, error) {
+			reloads.Add(1)
+			next := *cfg
+			next.DriftSchedule = "@every 1h"
+			return &next, nil
+		}})
 	client := &http.Client{Timeout: 5 * time.Second}
 	defer client.CloseIdleConnections()
 	resp, err := client.Get("http://" + addr + "/healthz")
@@ -66,31 +93,17 @@ func TestRunAndStop(t *testing.T) {
 	d.DriftNow()
 	d.DriftNow() // coalesces
 	latest := filepath.Join(cfg.DriftDir, LatestDriftFile)
-	tick := time.NewTicker(10 * time.Millisecond)
-	defer tick.Stop()
-	deadline := time.After(30 * time.Second)
-	for {
-		if b, err := os.ReadFile(latest); err == nil {
-			var rep map[string]any
-			if err := json.Unmarshal(b, &rep); err != nil || rep["replica"] != "unit" {
-				t.Fatalf("latest.json: %v %s", err, b)
-			}
-			break
-		}
-		select {
-		case <-tick.C:
-		case <-deadline:
-			t.Fatal("no drift report")
-		}
+	var b []byte
+	proctest.Eventually(t, 30*time.Second, 10*time.Millisecond, "drift report written", func() bool {
+		b, err = os.ReadFile(latest)
+		return err == nil
+	})
+	var rep map[string]any
+	if err := json.Unmarshal(b, &rep); err != nil || rep["replica"] != "unit" {
+		t.Fatalf("latest.json: %v %s", err, b)
 	}
-	cancel()
-	select {
-	case err := <-errc:
-		if err != nil {
-			t.Fatal(err)
-		}
-	case <-time.After(30 * time.Second):
-		t.Fatal("Run did not return")
+	if err := stop(); err != nil {
+		t.Fatal(err)
 	}
 	if reloads.Load() != 1 {
 		t.Fatalf("reloads %d", reloads.Load())
@@ -134,14 +147,18 @@ func TestDriftSchedule(t *testing.T) {
 	<-s.stop().Done()
 }
 
+// A reload names the changed keys that wait for a restart, every key
+// included (derived from the key list), and not those it applies at once.
 func TestRestartKeys(t *testing.T) {
 	a := testConfig(t, "")
 	b := *a
-	b.PollInterval = 7 * time.Second
-	b.LogLevel = -4
-	b.ExecCommand = []string{"x"}
-	got := strings.Join(restartKeys(a, &b), ",")
-	if got != "poll.interval,notify.exec.command" {
-		t.Fatalf("%s", got)
+	b.LogLevel, b.DriftDir, b.DriftSchedule = 8, "elsewhere", "@every 1h"
+	if got := restartKeys(a, &b); len(got) != 0 {
+		t.Fatalf("keys applied at once reported: %v", got)
+	}
+	b.ReplicaURL, b.ApplyTimeout, b.ExecCommand = "http://127.0.0.1:1", time.Hour, []string{"x"}
+	got := restartKeys(a, &b)
+	if want := []string{config.KeyApplyTimeout, config.KeyExecCommand, config.KeyReplicaURL}; !slices.Equal(got, want) {
+		t.Fatalf("restartKeys = %v, want %v", got, want)
 	}
 }

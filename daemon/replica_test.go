@@ -33,31 +33,18 @@ func TestReplicaDriven(t *testing.T) {
 
 	cfg := testConfig(t, "replica_id: unit\npoll:\n  interval: 50ms\nreplica:\n  url: "+node.URL()+
 		"\n  token_env: OS_TOKEN\n  bus:\n    url: "+rd.URL()+"\n")
-	addrc := make(chan string, 1)
-	d := New(Options{Config: cfg, Version: "test", Started: func(a string) { addrc <- a },
+	_, addr, stop := started(t, Options{Config: cfg, Version: "test",
 		Getenv: func(k string) string {
 			if k == "OS_TOKEN" {
 				return "osk_daemon-canary"
 			}
 			return ""
 		}})
-	ctx, cancel := context.WithCancel(context.Background())
-	errc := make(chan error, 1)
-	go func() { errc <- d.Run(ctx) }()
 	defer func() {
-		cancel()
-		if err := <-errc; err != nil {
+		if err := stop(); err != nil {
 			t.Errorf("Run: %v", err)
 		}
 	}()
-	var addr string
-	select {
-	case addr = <-addrc:
-	case err := <-errc:
-		t.Fatalf("Run: %v", err)
-	case <-time.After(30 * time.Second):
-		t.Fatal("not started")
-	}
 
 	body := `{"name":"task","label":"Task","fields":{"subject":{"type":"text","label":"Subject"}}}`
 	var obj map[string]any
@@ -157,7 +144,7 @@ func TestReplicaMetricsWithoutReplica(t *testing.T) {
 	b, _ := io.ReadAll(resp.Body)
 	resp.Body.Close()
 	for _, fam := range []string{"reconciler_replica_publishes_total", "reconciler_replica_verifications_total",
-		"reconciler_replica_restarts_total", "reconciler_replica_bus_messages_total", "reconciler_replica_entries"} {
+		"reconciler_replica_restarts_total", "reconciler_replica_nudges_total", "reconciler_replica_bus_messages_total", "reconciler_replica_entries"} {
 		if !strings.Contains(string(b), fam) {
 			t.Errorf("/metrics lacks %s", fam)
 		}

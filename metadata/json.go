@@ -184,14 +184,45 @@ func dedupe(es []entry) []entry {
 	return out
 }
 
+// knownKey returns the member names the rules read as constants, so that
+// reading them allocates nothing (the conversion in a switch does not).
+func knownKey(b []byte) (string, bool) {
+	switch string(b) {
+	case "name":
+		return "name", true
+	case "type":
+		return "type", true
+	case "reference":
+		return "reference", true
+	case "object":
+		return "object", true
+	case "objectName":
+		return "objectName", true
+	case "config":
+		return "config", true
+	case "data":
+		return "data", true
+	case "provider":
+		return "provider", true
+	case "id":
+		return "id", true
+	case "label":
+		return "label", true
+	}
+	return "", false
+}
+
 // members lists the members of the object b, which must be valid JSON
 // starting with '{'.
 func members(b []byte) []entry {
-	var es []entry
+	es := make([]entry, 0, 4)
 	i := skipWS(b, 1)
 	for i < len(b) && b[i] != '}' {
 		kEnd := stringEnd(b, i)
-		key := unquote(b[i:kEnd])
+		key, ok := knownKey(b[i+1 : kEnd-1])
+		if !ok {
+			key = unquote(b[i:kEnd])
+		}
 		i = skipWS(b, kEnd) + 1 // ':'
 		i = skipWS(b, i)
 		vEnd := valueEnd(b, i)

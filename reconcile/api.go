@@ -4,6 +4,7 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/objectstack-fleet/reconciler/metadata"
 	"github.com/objectstack-fleet/reconciler/registry"
 	"github.com/objectstack-fleet/reconciler/snapshot"
 )
@@ -32,6 +33,16 @@ type Options struct {
 	Metrics *Metrics
 	// Logger; default discards.
 	Logger *slog.Logger
+	// Secrets opens sys_secret rows; nil leaves every sys_secret credential
+	// held ("no secret key configured").
+	Secrets SecretOpener
+	// CodeObjects are object names the platform defines in code: references
+	// to them resolve without a row (as do names beginning with "sys_").
+	CodeObjects []string
+	// Limits cap what one metadata body may cost (size, references); zero
+	// fields take the metadata package's defaults.
+	Limits metadata.Limits
+
 	// OnPass, if set, is called after every pass (from the loop goroutine;
 	// must not block for long).
 	OnPass func(PassResult)
@@ -112,7 +123,7 @@ type DriftSummary struct {
 }
 
 // DriftReport says what differs between the desired rows and this
-// replica's registries (DESIGN §8). It never contains a secret.
+// replica's registries. It never contains a secret.
 type DriftReport struct {
 	Replica            string         `json:"replica"`
 	At                 time.Time      `json:"at"`

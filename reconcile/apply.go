@@ -6,7 +6,6 @@ import (
 	"log/slog"
 	"runtime"
 	"sort"
-	"strings"
 	"sync"
 	"time"
 
@@ -174,90 +173,8 @@ func (r *Reconciler) applyKind(ctx context.Context, steps []step, rows rowSet) [
 	return changes
 }
 
-func (r *Reconciler) materializeCredential(st step) outcome {
-	if st.node.cleared {
-		return outcome{state: registry.StateHeld, reason: "credential " + st.ref.Key + " is cleared", result: "held", dropInstance: true}
-	}
-	return outcome{state: registry.StateReady, inst: NopInstance{}, result: "ready"}
-}
-
-// resolve checks the entry's dependencies and builds its Desired. A
-// missing or cleared dependency holds the entry (reason set).
-func (r *Reconciler) resolve(st step, rows rowSet) (Desired, string) {
-	d := Desired{Kind: st.ref.Kind, Key: st.ref.Key, Revision: st.rev, Signature: st.sig,
-		Body: st.row.body(), Metadata: st.row.meta, Datasource: st.row.ds}
-	var missing []string
-	for _, dep := range st.node.deps {
-		dn := r.model.nodes[dep]
-		switch dep.Kind {
-		case registry.KindCredential:
-			if dn == nil {
-				return d, "credential " + dep.Key + " is missing"
-			}
-			if dn.cleared {
-				return d, "credential " + dep.Key + " is cleared"
-			}
-			cr := rows[dn.addr].cred
-			if cr == nil {
-				return d, "credential " + dep.Key + " could not be read"
-			}
-			d.CredentialRef, d.Secret = dep.Key, cr.Value
-		case registry.KindConnector:
-			if dn == nil {
-				missing = append(missing, "connector "+dep.Key)
-			} else if dn.credentialOf() == "" {
-				return d, "connector " + dep.Key + " has no credential to borrow"
-			}
-		default:
-			if dn == nil {
-				missing = append(missing, describeRef(dep))
-			} else {
-				d.Refs = append(d.Refs, dep)
-			}
-		}
-	}
-	if len(missing) > 0 {
-		return d, "references missing " + strings.Join(missing, ", ")
-	}
-	return d, ""
-}
-
-// describeRef names a reference for a reason: "object account".
-func describeRef(ref registry.Ref) string {
-	if ref.Kind == registry.KindEngine {
-		key := ref.Key
-		if i := strings.IndexByte(key, ':'); i >= 0 {
-			key = key[i+1:]
-		}
-		return strings.Replace(key, "/", " ", 1)
-	}
-	return string(ref.Kind) + " " + ref.Key
-}
-
-func (row rowOf) revision() int64 {
-	switch {
-	case row.meta != nil:
-		return row.meta.Revision
-	case row.ds != nil:
-		return row.ds.Revision
-	case row.cred != nil:
-		return row.cred.Revision
-	}
-	return 0
-}
-
-func (row rowOf) body() []byte {
-	switch {
-	case row.meta != nil:
-		return row.meta.Metadata
-	case row.ds != nil:
-		return datasourceBody(row.ds)
-	}
-	return nil
-}
-
 func (r *Reconciler) materializeStep(ctx context.Context, st step, rows rowSet) outcome {
-	d, hold := r.resolve(st, rows)
+	d, hold := r.desired(st)
 	if hold != "" {
 		return outcome{state: registry.StateHeld, reason: hold, result: "held", dropInstance: true}
 	}

@@ -23,7 +23,7 @@ func seedObjects(b *testing.B, url string, n int) {
 	snapshottest.Exec(b, url, fmt.Sprintf(`INSERT INTO sys_metadata (id, type, name, metadata)
 		WITH RECURSIVE g(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM g WHERE x < %d)
 		SELECT 'o' || x, 'object', 'obj' || x,
-		  ('{"label":"Object ' || x || '","fields":[{"name":"name","type":"text"},{"name":"amount","type":"currency"},{"name":"parent","type":"lookup","reference":"obj' || ((x %% 100) + 1) || '"}]}')%s
+		  ('{"label":"Object ' || x || '","fields":{"name":{"type":"text"},"amount":{"type":"currency"},"parent":{"type":"lookup","reference":"obj' || ((x %% 100) + 1) || '"}}}')%s
 		FROM g`, n, cast))
 	snapshottest.Exec(b, url, fmt.Sprintf(`INSERT INTO sys_metadata (id, type, name, metadata)
 		WITH RECURSIVE g(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM g WHERE x < %d)
@@ -88,7 +88,7 @@ func BenchmarkReconcile100k(b *testing.B) {
 					b.StopTimer()
 					i++
 					snapshottest.Exec(b, url, `UPDATE sys_metadata SET metadata = $1 WHERE id = 'o500'`,
-						fmt.Sprintf(`{"fields":[{"name":"n%d","type":"text"}]}`, i))
+						fmt.Sprintf(`{"fields":{"n%d":{"type":"text"}}}`, i))
 					b.StartTimer()
 					if err := r.pass(ctx, TriggerPoll, false); err != nil {
 						b.Fatal(err)

@@ -6,11 +6,11 @@ import (
 	"sort"
 	"time"
 
-	"github.com/objectstack-fleet/reconciler/internal/canonjson"
+	"github.com/objectstack-fleet/reconciler/metadata"
 	"github.com/objectstack-fleet/reconciler/registry"
 )
 
-// Drift compares the store's current rows with the registries (DESIGN §8).
+// Drift compares the store's current rows with the registries.
 // It reads the store in one consistent snapshot and does not disturb the
 // loop. Safe to call from any goroutine.
 func (r *Reconciler) Drift(ctx context.Context) (DriftReport, error) {
@@ -23,7 +23,7 @@ func (r *Reconciler) Drift(ctx context.Context) (DriftReport, error) {
 		NotReady: []DriftItem{}, SignatureMismatch: []DriftItem{}, Orphans: []DriftItem{}, Missing: []DriftItem{}, ChecksumMismatches: []DriftItem{}}
 	rows := make(rowSet, all.Len())
 	rows.add(all)
-	m := buildModel(all)
+	m := r.buildModel(all)
 	for ref, n := range m.nodes {
 		rep.Summary.Desired++
 		sig := signature(n, rows[n.addr], m)
@@ -55,8 +55,8 @@ func (r *Reconciler) Drift(ctx context.Context) (DriftReport, error) {
 		if row.State != "active" || row.Checksum == "" {
 			continue
 		}
-		if sum, err := canonjson.Checksum(row.Metadata); err != nil || sum != row.Checksum {
-			n := metadataNode(row)
+		if metadata.VerifyChecksum(row.Metadata, row.Checksum) != nil {
+			n := metadataNode(row, r.opts.Limits)
 			if n == nil {
 				continue
 			}

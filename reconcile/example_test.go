@@ -40,7 +40,7 @@ func Example() {
 	db, _ := sql.Open("sqlite", path)
 	defer db.Close()
 	_, _ = db.Exec(`INSERT INTO sys_metadata (id, type, name, metadata) VALUES
-		('1', 'object', 'account', '{"fields":[{"name":"name","type":"text"}]}'),
+		('1', 'object', 'account', '{"fields":{"name":{"type":"text"}}}'),
 		('2', 'view', 'all_accounts', '{"object":"account"}')`)
 
 	engine := reconcile.MaterializerFunc(func(ctx context.Context, d reconcile.Desired) (registry.Instance, error) {

@@ -185,7 +185,7 @@ func (b *bundle) settle() {
 }
 
 func (b *bundle) entry(k registry.Kind, key string) (registry.Entry, bool) {
-	return b.rec.Registries().Of(k).Get(key)
+	return b.rec.Registries().Get(k, key)
 }
 
 func (b *bundle) state(k registry.Kind, key string) registry.State {

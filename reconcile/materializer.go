@@ -16,15 +16,14 @@ type Desired struct {
 	Revision  int64
 	Signature string
 
-	// Body is the entry's own body: the metadata JSON object for connector
-	// and engine entries, the row (driver, config, pool, external, active)
-	// as a JSON object for datasource entries.
+	// Body is the entry's own body: the sys_metadata text of connector,
+	// datasource and engine entries, as stored (the loop has checked that
+	// it is a JSON object); nil for credentials.
 	Body json.RawMessage
 
-	// Metadata is the source row of connector and engine entries.
+	// Metadata is the source row of connector, datasource and engine
+	// entries.
 	Metadata *snapshot.MetadataRow
-	// Datasource is the source row of datasource entries.
-	Datasource *snapshot.DatasourceRow
 
 	// CredentialRef is the credential the entry resolved ("" if none).
 	CredentialRef string
@@ -32,9 +31,9 @@ type Desired struct {
 	// datasource: external.credentialsRef or the borrowed connector's).
 	Secret snapshot.Secret
 
-	// Refs are the resolved references of an engine entry (registry refs of
-	// the items it names, all present): "engine/object/account",
-	// "datasource/crm".
+	// Refs are the entries the body's references resolved to (all present;
+	// objects defined in code are left out): "engine/object/account",
+	// "datasource/crm", a borrowed connector.
 	Refs []registry.Ref
 }
 

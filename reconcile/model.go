@@ -4,41 +4,69 @@ import (
 	"crypto/sha256"
 	"encoding/binary"
 	"encoding/hex"
-	"encoding/json"
 	"hash"
-	"sort"
+	"math"
 
-	"github.com/objectstack-fleet/reconciler/internal/canonjson"
+	"github.com/objectstack-fleet/reconciler/internal/hashspec"
+	"github.com/objectstack-fleet/reconciler/metadata"
 	"github.com/objectstack-fleet/reconciler/registry"
 	"github.com/objectstack-fleet/reconciler/snapshot"
 )
 
+// want is one reference of an entry, by name: resolved against the model
+// each time the entry is planned (organization fallback, package preference,
+// code objects: see resolve), so a target that appears, moves or goes away
+// re-resolves its referrers.
+type want struct {
+	kind registry.Kind
+	typ  string // engine: the metadata type referenced ("object", …)
+	name string // the name referenced; credentials: the credential key
+}
+
+// sym is the symbol a want resolves through: every row answering to it is
+// a candidate.
+func (w want) sym() string { return string(w.kind) + "\x00" + w.typ + "\x00" + w.name }
+
 // node is the loop's compact record of one desired entry: enough to find
-// its row, its dependencies and its dependents without keeping the body.
+// its row, resolve its references and find its dependents without keeping
+// the body.
 type node struct {
 	ref  registry.Ref
 	addr snapshot.Address
 	rev  int64
-	// deps are the entries this one resolved, in a stable order.
-	deps []registry.Ref
-	// cleared marks a credential whose value is NULL.
-	cleared bool
+	// org and pkg scope the row (resolution prefers the referrer's org, then
+	// no org; within one, no package, then the lowest package).
+	org, pkg string
+	// sym is the symbol this node answers to.
+	sym string
+	// wants are the references to resolve, in a stable order.
+	wants []want
+	// Credentials only: the value, or why it cannot be used.
+	secret snapshot.Secret
+	hold   string
+	// fault is why the body cannot be used at all (it is held with it).
+	fault string
 }
 
-// model is the desired state as the loop knows it, with a reverse index
-// from each dependency (present or not) to the entries that name it.
+// model is the desired state as the loop knows it, with an index of
+// candidates per symbol and of referrers per symbol.
 type model struct {
 	nodes      map[registry.Ref]*node
 	byAddr     map[snapshot.Address]registry.Ref
-	dependents map[registry.Ref]map[registry.Ref]struct{}
+	bySym      map[string][]registry.Ref
+	dependents map[string]map[registry.Ref]struct{}
+	code       []string // object names defined in code, besides sys_*
 }
 
-func newModel() *model {
-	return &model{
+func newModel(codeObjects []string) *model {
+	m := &model{
 		nodes:      make(map[registry.Ref]*node),
 		byAddr:     make(map[snapshot.Address]registry.Ref),
-		dependents: make(map[registry.Ref]map[registry.Ref]struct{}),
+		bySym:      make(map[string][]registry.Ref),
+		dependents: make(map[string]map[registry.Ref]struct{}),
+		code:       codeObjects,
 	}
+	return m
 }
 
 func (m *model) put(n *node) {
@@ -50,11 +78,13 @@ func (m *model) put(n *node) {
 	}
 	m.nodes[n.ref] = n
 	m.byAddr[n.addr] = n.ref
-	for _, d := range n.deps {
-		set := m.dependents[d]
+	m.bySym[n.sym] = append(m.bySym[n.sym], n.ref)
+	for _, w := range n.wants {
+		s := w.sym()
+		set := m.dependents[s]
 		if set == nil {
 			set = make(map[registry.Ref]struct{}, 1)
-			m.dependents[d] = set
+			m.dependents[s] = set
 		}
 		set[n.ref] = struct{}{}
 	}
@@ -73,18 +103,99 @@ func (m *model) remove(ref registry.Ref) {
 }
 
 func (m *model) unindex(n *node) {
-	for _, d := range n.deps {
-		if set := m.dependents[d]; set != nil {
+	if c := m.bySym[n.sym]; len(c) > 0 {
+		for i, r := range c {
+			if r == n.ref {
+				c[i] = c[len(c)-1]
+				c = c[:len(c)-1]
+				break
+			}
+		}
+		if len(c) == 0 {
+			delete(m.bySym, n.sym)
+		} else {
+			m.bySym[n.sym] = c
+		}
+	}
+	for _, w := range n.wants {
+		s := w.sym()
+		if set := m.dependents[s]; set != nil {
 			delete(set, n.ref)
 			if len(set) == 0 {
-				delete(m.dependents, d)
+				delete(m.dependents, s)
 			}
 		}
 	}
 }
 
-// depRev is the revision a dependency contributes to a signature: its
-// revision, or -1 when it is not desired.
+// markDependents marks dirty every entry referring to one of syms, and,
+// through a connector it marks, the datasources borrowing that connector's
+// credential.
+func (m *model) markDependents(syms map[string]bool, dirty map[registry.Ref]bool) {
+	for s := range syms {
+		for dep := range m.dependents[s] {
+			dirty[dep] = true
+			if n := m.nodes[dep]; n != nil && dep.Kind == registry.KindConnector {
+				for b := range m.dependents[n.sym] {
+					dirty[b] = true
+				}
+			}
+		}
+	}
+}
+
+// codeRef is what a reference to an object defined in code resolves to.
+var codeRef = registry.Ref{Kind: registry.KindEngine, Key: "(code)"}
+
+// resolve returns the entry a reference of n resolves to: the candidate in
+// n's organization, else the org-less one; among several, the one without
+// a package, then the lowest package. Objects defined in code resolve to
+// codeRef. ok is false when nothing answers.
+func (m *model) resolve(n *node, w want) (registry.Ref, bool) {
+	cands := m.bySym[w.sym()]
+	if len(cands) == 0 {
+		if w.kind == registry.KindEngine && w.typ == "object" && metadata.IsCodeObject(w.name, m.code) {
+			return codeRef, true
+		}
+		return registry.Ref{}, false
+	}
+	if w.kind == registry.KindCredential {
+		return cands[0], true
+	}
+	var best *node
+	bestRank := 3
+	for _, ref := range cands {
+		c := m.nodes[ref]
+		rank := 2
+		switch c.org {
+		case n.org:
+			rank = 0
+		case "":
+			rank = 1
+		}
+		if rank == 2 {
+			continue
+		}
+		if best == nil || rank < bestRank || (rank == bestRank && pkgLess(c.pkg, best.pkg)) {
+			best, bestRank = c, rank
+		}
+	}
+	if best == nil {
+		return registry.Ref{}, false
+	}
+	return best.ref, true
+}
+
+// pkgLess orders packages for resolution: no package first, then by id.
+func pkgLess(a, b string) bool {
+	if a == "" || b == "" {
+		return a == "" && b != ""
+	}
+	return a < b
+}
+
+// depRev is the revision a resolved dependency contributes to a signature:
+// its revision, or -1 when it is not desired.
 func (m *model) depRev(r registry.Ref) int64 {
 	if n, ok := m.nodes[r]; ok {
 		return n.rev
@@ -92,176 +203,123 @@ func (m *model) depRev(r registry.Ref) int64 {
 	return -1
 }
 
-// engineKey is the engine registry key of a metadata item (DESIGN §5).
-func engineKey(org, typ, name string) string { return orgKey(org, typ+"/"+name) }
-
-// orgKey prefixes key with "org:" when the item belongs to an organization,
-// so that two organizations' items of one name never collide.
-func orgKey(org, key string) string {
-	if org != "" {
-		return org + ":" + key
+// ref is the metadata reference a want stands for, as reasons name it.
+func (w want) ref() metadata.Ref {
+	switch w.kind {
+	case registry.KindEngine:
+		return metadata.Ref{Kind: metadata.RefKind(w.typ), Name: w.name}
+	case registry.KindCredential:
+		return metadata.Ref{Kind: metadata.RefCredential, Name: credentialName(w.name)}
 	}
-	return key
+	return metadata.Ref{Kind: metadata.RefKind(w.kind), Name: w.name}
 }
 
-// connectorBody is the part of a connector body the loop needs.
-type connectorBody struct {
-	Enabled *bool `json:"enabled"`
-	Auth    struct {
-		Type          string `json:"type"`
-		CredentialRef string `json:"credentialRef"`
-	} `json:"auth"`
-}
-
-type datasourceExternal struct {
-	CredentialsRef string `json:"credentialsRef"`
-	Connector      string `json:"connector"`
-}
-
-// engineBody is the union of the reference-bearing shapes (DESIGN §6).
-type engineBody struct {
-	Object     json.RawMessage `json:"object"`
-	Datasource json.RawMessage `json:"datasource"`
-	Trigger    *struct {
-		Object json.RawMessage `json:"object"`
-	} `json:"trigger"`
-	Fields []struct {
-		Reference json.RawMessage `json:"reference"`
-	} `json:"fields"`
-}
-
-// jsonString returns raw as a string if it is a non-empty JSON string.
-func jsonString(raw json.RawMessage) string {
-	if len(raw) == 0 || raw[0] != '"' {
-		return ""
+// credentialWant is the want of a credential named in a body: a
+// "sys_secret:<id>" names a sys_secret row, anything else a
+// sys_connector_credential ref.
+func credentialWant(ref string) want {
+	if id, ok := metadata.SecretID(ref); ok {
+		return want{kind: registry.KindCredential, name: registry.SecretKey(id)}
 	}
-	var s string
-	if json.Unmarshal(raw, &s) != nil {
-		return ""
-	}
-	return s
+	return want{kind: registry.KindCredential, name: registry.CredentialKey(ref)}
 }
 
 // metadataNode returns the node of a sys_metadata row, or nil when the row
-// is not desired (not active, or a disabled connector). Dependencies are
-// extracted best-effort: a malformed body has none and is held by its
-// materializer with a reason.
-func metadataNode(row *snapshot.MetadataRow) *node {
+// is not desired (not active, a disabled connector, an inactive
+// datasource). A body that cannot be parsed still gets a node, carrying
+// the fault, so that its entry is held with the reason.
+func metadataNode(row *snapshot.MetadataRow, lim metadata.Limits) *node {
 	if row.State != "active" {
 		return nil
 	}
-	addr := snapshot.Address{Table: snapshot.TableMetadata, Key: row.ID}
-	if row.Type == "connector" {
-		n := &node{ref: registry.Ref{Kind: registry.KindConnector, Key: orgKey(row.OrganizationID, row.Name)}, addr: addr, rev: row.Revision}
-		var b connectorBody
-		if json.Unmarshal(row.Metadata, &b) == nil {
-			if b.Enabled != nil && !*b.Enabled {
-				return nil
-			}
-			if b.Auth.CredentialRef != "" && b.Auth.Type != "none" {
-				n.deps = []registry.Ref{{Kind: registry.KindCredential, Key: b.Auth.CredentialRef}}
-			}
-		}
-		return n
-	}
-	n := &node{ref: registry.Ref{Kind: registry.KindEngine, Key: engineKey(row.OrganizationID, row.Type, row.Name)}, addr: addr, rev: row.Revision}
-	var b engineBody
-	if json.Unmarshal(row.Metadata, &b) != nil {
-		return n
-	}
-	var objects []string
-	ds := ""
+	n := &node{addr: snapshot.Address{Table: snapshot.TableMetadata, Key: row.ID}, rev: row.Revision,
+		org: row.OrganizationID, pkg: row.PackageID}
 	switch row.Type {
-	case "object":
-		ds = jsonString(b.Datasource)
-		for _, f := range b.Fields {
-			if s := jsonString(f.Reference); s != "" {
-				objects = append(objects, s)
-			}
-		}
-	case "view", "permission":
-		if s := jsonString(b.Object); s != "" {
-			objects = append(objects, s)
-		}
-	case "flow":
-		if b.Trigger != nil {
-			if s := jsonString(b.Trigger.Object); s != "" {
-				objects = append(objects, s)
-			}
-		}
+	case "connector":
+		n.ref = registry.Ref{Kind: registry.KindConnector, Key: registry.NamedKey(row.OrganizationID, row.Name, row.PackageID)}
+		n.sym = want{kind: registry.KindConnector, name: row.Name}.sym()
+	case "datasource":
+		n.ref = registry.Ref{Kind: registry.KindDatasource, Key: registry.NamedKey(row.OrganizationID, row.Name, row.PackageID)}
+		n.sym = want{kind: registry.KindDatasource, name: row.Name}.sym()
+	default:
+		n.ref = registry.Ref{Kind: registry.KindEngine, Key: registry.EngineKey(row.OrganizationID, row.Type, row.Name, row.PackageID)}
+		n.sym = want{kind: registry.KindEngine, typ: row.Type, name: row.Name}.sym()
 	}
-	seen := make(map[registry.Ref]bool, len(objects)+1)
-	for _, o := range objects {
-		r := registry.Ref{Kind: registry.KindEngine, Key: engineKey(row.OrganizationID, "object", o)}
-		if r == n.ref || seen[r] { // a self-reference is legal and resolves to itself
-			continue
-		}
-		seen[r] = true
-		n.deps = append(n.deps, r)
+	it, err := metadata.Parse(row.Type, row.Name, row.Metadata, lim)
+	if err != nil {
+		n.fault = err.Error()
+		return n
 	}
-	if ds != "" {
-		n.deps = append(n.deps, registry.Ref{Kind: registry.KindDatasource, Key: ds})
-	}
-	sortRefs(n.deps)
-	return n
-}
-
-// datasourceNode returns the node of a sys_datasource row, or nil when it
-// is inactive. connectorCred resolves a borrowed connector's credential ref.
-func datasourceNode(row *snapshot.DatasourceRow, connectorCred func(name string) string) *node {
-	if !row.Active {
+	if !it.Desired {
 		return nil
 	}
-	n := &node{
-		ref:  registry.Ref{Kind: registry.KindDatasource, Key: row.Name},
-		addr: snapshot.Address{Table: snapshot.TableDatasource, Key: row.Name},
-		rev:  row.Revision,
-	}
-	var ext datasourceExternal
-	if json.Unmarshal(row.External, &ext) == nil {
-		if ext.CredentialsRef != "" {
-			n.deps = append(n.deps, registry.Ref{Kind: registry.KindCredential, Key: ext.CredentialsRef})
-		} else if ext.Connector != "" {
-			n.deps = append(n.deps, registry.Ref{Kind: registry.KindConnector, Key: ext.Connector})
-			if cred := connectorCred(ext.Connector); cred != "" {
-				n.deps = append(n.deps, registry.Ref{Kind: registry.KindCredential, Key: cred})
-			}
+	n.wants = make([]want, 0, len(it.Refs))
+	for _, r := range it.Refs {
+		var w want
+		switch r.Kind {
+		case metadata.RefCredential:
+			w = credentialWant(r.Name)
+		case metadata.RefConnector:
+			w = want{kind: registry.KindConnector, name: r.Name}
+		case metadata.RefDatasource:
+			w = want{kind: registry.KindDatasource, name: r.Name}
+		default:
+			w = want{kind: registry.KindEngine, typ: string(r.Kind), name: r.Name}
 		}
+		if w.sym() == n.sym {
+			continue // a self-reference is legal and resolves to itself
+		}
+		n.wants = append(n.wants, w)
 	}
-	sortRefs(n.deps)
 	return n
 }
 
+// credentialNode returns the node of a sys_connector_credential row.
 func credentialNode(row *snapshot.CredentialRow) *node {
-	return &node{
-		ref:     registry.Ref{Kind: registry.KindCredential, Key: row.Ref},
-		addr:    snapshot.Address{Table: snapshot.TableCredential, Key: row.Ref},
-		rev:     row.Revision,
-		cleared: row.Cleared,
+	key := registry.CredentialKey(row.Ref)
+	n := &node{
+		ref:    registry.Ref{Kind: registry.KindCredential, Key: key},
+		addr:   snapshot.Address{Table: snapshot.TableCredential, Key: row.Ref},
+		rev:    row.Revision,
+		sym:    want{kind: registry.KindCredential, name: key}.sym(),
+		secret: row.Value,
 	}
+	if row.Cleared {
+		n.hold = "credential " + row.Ref + " is cleared"
+	}
+	return n
 }
 
-func sortRefs(rs []registry.Ref) {
-	sort.Slice(rs, func(i, j int) bool {
-		if rs[i].Kind != rs[j].Kind {
-			return rs[i].Kind < rs[j].Kind
-		}
-		return rs[i].Key < rs[j].Key
-	})
+// secretNode returns the node of a sys_secret row, decrypted with open.
+func secretNode(row *snapshot.SecretRow, open SecretOpener) *node {
+	key := registry.SecretKey(row.ID)
+	n := &node{
+		ref:  registry.Ref{Kind: registry.KindCredential, Key: key},
+		addr: snapshot.Address{Table: snapshot.TableSecret, Key: row.ID},
+		rev:  row.Revision,
+		sym:  want{kind: registry.KindCredential, name: key}.sym(),
+	}
+	if open == nil {
+		n.hold = "secret " + row.ID + " cannot be decrypted: no secret key configured"
+		return n
+	}
+	v, err := open.Open(*row)
+	if err != nil {
+		n.hold = "secret " + row.ID + " cannot be decrypted: " + err.Error()
+		return n
+	}
+	n.secret = v
+	return n
 }
 
-// credentialOf returns the credential a node resolved ("" if none).
-func (n *node) credentialOf() string {
-	for _, d := range n.deps {
-		if d.Kind == registry.KindCredential {
-			return d.Key
-		}
-	}
-	return ""
+// SecretOpener decrypts sys_secret rows. Errors name the secret and the
+// cause, never any secret bytes.
+type SecretOpener interface {
+	Open(row snapshot.SecretRow) (snapshot.Secret, error)
 }
 
 // signature hashes the entry's own canonical body and the revisions of
-// everything it resolved (DESIGN §5). Each field is length-prefixed; a
+// everything it resolved. Each field is length-prefixed; a
 // column that is not valid JSON hashes as its raw bytes, so that fixing it
 // still changes the signature. A row's own revision is not part of it: a
 // rewrite of the same body changes nothing.
@@ -272,24 +330,39 @@ func signature(n *node, row rowOf, m *model) string {
 	switch {
 	case row.meta != nil:
 		h.str(row.meta.OrganizationID)
+		h.str(row.meta.PackageID)
 		h.str(row.meta.Type)
 		h.str(row.meta.Name)
 		h.str(row.meta.Checksum)
-		h.int(row.meta.Version) // a republished item is rebuilt even if its body is the same
+		h.int(int64(math.Float64bits(row.meta.Version))) // a republished item is rebuilt even if its body is the same
 		h.json(row.meta.Metadata)
-	case row.ds != nil:
-		h.str(row.ds.Driver)
-		h.json(row.ds.Config)
-		h.json(row.ds.Pool)
-		h.json(row.ds.External)
-		h.bool(row.ds.Active)
-	case row.cred != nil:
-		h.bool(row.cred.Cleared)
-		h.int(row.cred.Revision)
+	case row.cred != nil, row.secret != nil:
+		h.str(n.hold)
+		h.int(n.rev)
 	}
-	for _, d := range n.deps {
-		h.str(d.String())
-		h.int(m.depRev(d))
+	for _, w := range n.wants {
+		h.str(w.sym())
+		dep, ok := m.resolve(n, w)
+		if !ok {
+			h.int(-1)
+			continue
+		}
+		h.str(dep.Key)
+		h.int(m.depRev(dep))
+		// A borrowed connector's credential is part of the borrower.
+		if dn := m.nodes[dep]; dn != nil && dep.Kind == registry.KindConnector {
+			for _, cw := range dn.wants {
+				if cw.kind == registry.KindCredential {
+					cr, ok := m.resolve(dn, cw)
+					h.str(cr.Key)
+					if ok {
+						h.int(m.depRev(cr))
+					} else {
+						h.int(-1)
+					}
+				}
+			}
+		}
 	}
 	sum := h.h.Sum(nil)
 	return hex.EncodeToString(sum[:16])
@@ -322,34 +395,10 @@ func (s *sigHash) bool(v bool) {
 }
 
 func (s *sigHash) json(raw []byte) {
-	if c, err := canonjson.Canonical(raw); err == nil {
+	if c, err := hashspec.Canonical(raw); err == nil {
 		s.bytes(c)
 		return
 	}
 	s.int(-1) // not JSON: distinct from any canonical form
 	s.bytes(raw)
-}
-
-func datasourceBody(row *snapshot.DatasourceRow) []byte {
-	b, _ := json.Marshal(struct {
-		Driver   string          `json:"driver"`
-		Config   json.RawMessage `json:"config"`
-		Pool     json.RawMessage `json:"pool"`
-		External json.RawMessage `json:"external"`
-		Active   bool            `json:"active"`
-	}{row.Driver, validOrQuoted(row.Config), validOrQuoted(row.Pool), validOrQuoted(row.External), row.Active})
-	return b
-}
-
-// validOrQuoted returns raw when it is valid JSON, else raw as a JSON
-// string, so a malformed column never breaks the enclosing document.
-func validOrQuoted(raw json.RawMessage) json.RawMessage {
-	if len(raw) == 0 {
-		return json.RawMessage("null")
-	}
-	if json.Valid(raw) {
-		return raw
-	}
-	q, _ := json.Marshal(string(raw))
-	return q
 }

@@ -27,7 +27,7 @@ func TestStoreOutage(t *testing.T) {
 	if err := s.Migrate(ctx); err != nil {
 		t.Fatal(err)
 	}
-	snapshottest.Exec(t, url, `INSERT INTO sys_metadata (id, type, name, metadata) VALUES ('o','object','account','{"fields":[]}'), ('v','view','all','{"object":"account"}')`)
+	snapshottest.Exec(t, url, `INSERT INTO sys_metadata (id, type, name, metadata) VALUES ('o','object','account','{"fields":{}}'), ('v','view','all','{"object":"account"}')`)
 	b := start(t, s, url, Options{ResyncInterval: -1, PollInterval: 50 * time.Millisecond})
 	before := actual(b)
 	if len(before) != 2 {

@@ -13,9 +13,9 @@ import (
 
 // rowOf points at the source row of one entry.
 type rowOf struct {
-	meta *snapshot.MetadataRow
-	ds   *snapshot.DatasourceRow
-	cred *snapshot.CredentialRow
+	meta   *snapshot.MetadataRow
+	secret *snapshot.SecretRow
+	cred   *snapshot.CredentialRow
 }
 
 // rowSet indexes rows by address.
@@ -26,43 +26,33 @@ func (s rowSet) add(rows snapshot.Rows) {
 		c := &rows.Credentials[i]
 		s[snapshot.Address{Table: snapshot.TableCredential, Key: c.Ref}] = rowOf{cred: c}
 	}
+	for i := range rows.Secrets {
+		c := &rows.Secrets[i]
+		s[snapshot.Address{Table: snapshot.TableSecret, Key: c.ID}] = rowOf{secret: c}
+	}
 	for i := range rows.Metadata {
 		m := &rows.Metadata[i]
 		s[snapshot.Address{Table: snapshot.TableMetadata, Key: m.ID}] = rowOf{meta: m}
 	}
-	for i := range rows.Datasources {
-		d := &rows.Datasources[i]
-		s[snapshot.Address{Table: snapshot.TableDatasource, Key: d.Name}] = rowOf{ds: d}
-	}
 }
 
-// nodeFor builds the node of a row against model m (nil: not desired).
-func nodeFor(row rowOf, m *model) *node {
+// nodeFor builds the node of a row (nil: not desired).
+func (r *Reconciler) nodeFor(row rowOf) *node {
 	switch {
 	case row.cred != nil:
 		return credentialNode(row.cred)
+	case row.secret != nil:
+		return secretNode(row.secret, r.opts.Secrets)
 	case row.meta != nil:
-		return metadataNode(row.meta)
-	case row.ds != nil:
-		return datasourceNode(row.ds, func(name string) string {
-			if n := m.nodes[registry.Ref{Kind: registry.KindConnector, Key: name}]; n != nil {
-				return n.credentialOf()
-			}
-			return ""
-		})
+		return metadataNode(row.meta, r.opts.Limits)
 	}
 	return nil
 }
 
-// tableOrder processes credentials, then metadata (connectors), then
-// datasources, so a datasource sees its borrowed connector's new node.
-var tableOrder = []snapshot.Table{snapshot.TableCredential, snapshot.TableMetadata, snapshot.TableDatasource}
-
-// buildModel builds the whole desired model from a relist: credentials,
-// then metadata (parsed on every core), then datasources, which resolve
-// the connectors they borrow from.
-func buildModel(all snapshot.Rows) *model {
-	m := newModel()
+// buildModel builds the whole desired model from a relist, parsing bodies
+// and decrypting secrets on every core.
+func (r *Reconciler) buildModel(all snapshot.Rows) *model {
+	m := newModel(r.opts.CodeObjects)
 	put := func(n *node) {
 		if n == nil {
 			return
@@ -75,13 +65,15 @@ func buildModel(all snapshot.Rows) *model {
 	for i := range all.Credentials {
 		put(credentialNode(&all.Credentials[i]))
 	}
-	metas := make([]*node, len(all.Metadata))
-	parallel(len(metas), func(i int) { metas[i] = metadataNode(&all.Metadata[i]) })
-	for _, n := range metas {
+	secrets := make([]*node, len(all.Secrets))
+	parallel(len(secrets), func(i int) { secrets[i] = secretNode(&all.Secrets[i], r.opts.Secrets) })
+	for _, n := range secrets {
 		put(n)
 	}
-	for i := range all.Datasources {
-		put(nodeFor(rowOf{ds: &all.Datasources[i]}, m))
+	metas := make([]*node, len(all.Metadata))
+	parallel(len(metas), func(i int) { metas[i] = metadataNode(&all.Metadata[i], r.opts.Limits) })
+	for _, n := range metas {
+		put(n)
 	}
 	return m
 }
@@ -201,41 +193,42 @@ func (r *Reconciler) applyDelta(ctx context.Context, addrs []snapshot.Address, f
 	}
 	seen := make(map[snapshot.Address]bool, len(addrs))
 	affected := make(map[registry.Ref]bool)
-	for _, t := range tableOrder {
-		for _, addr := range addrs {
-			if addr.Table != t || seen[addr] {
-				continue
-			}
-			seen[addr] = true
-			oldRef, had := r.model.byAddr[addr]
-			var n *node
-			if row, ok := rows[addr]; ok {
-				n = nodeFor(row, r.model)
-			}
-			if had && (n == nil || n.ref != oldRef) {
-				r.model.remove(oldRef)
-				affected[oldRef] = true
-			}
-			if n == nil {
-				continue
-			}
-			old := r.model.nodes[n.ref]
-			if old != nil && old.addr != addr && old.rev > n.rev {
-				continue // another row claims this key with a newer revision
-			}
-			if old == nil || old.rev != n.rev || old.cleared != n.cleared || !sameRefs(old.deps, n.deps) {
-				affected[n.ref] = true
-			}
-			r.model.put(n)
+	syms := make(map[string]bool) // symbols whose candidates changed
+	for _, addr := range addrs {
+		if seen[addr] {
+			continue
 		}
+		seen[addr] = true
+		oldRef, had := r.model.byAddr[addr]
+		var n *node
+		if row, ok := rows[addr]; ok {
+			n = r.nodeFor(row)
+		}
+		if had && (n == nil || n.ref != oldRef) {
+			if old := r.model.nodes[oldRef]; old != nil {
+				syms[old.sym] = true
+			}
+			r.model.remove(oldRef)
+			affected[oldRef] = true
+		}
+		if n == nil {
+			continue
+		}
+		old := r.model.nodes[n.ref]
+		if old != nil && old.addr != addr && old.rev > n.rev {
+			continue // another row claims this key with a newer revision
+		}
+		if old == nil || old.rev != n.rev || old.hold != n.hold || old.fault != n.fault || !sameWants(old.wants, n.wants) {
+			affected[n.ref] = true
+			syms[n.sym] = true
+		}
+		r.model.put(n)
 	}
 	dirty := make(map[registry.Ref]bool, len(affected)+len(forced))
 	for ref := range affected {
 		dirty[ref] = true
-		for dep := range r.model.dependents[ref] {
-			dirty[dep] = true
-		}
 	}
+	r.model.markDependents(syms, dirty)
 	for ref := range forced {
 		dirty[ref] = true
 	}
@@ -248,55 +241,26 @@ func (r *Reconciler) applyDelta(ctx context.Context, addrs []snapshot.Address, f
 	return r.apply(ctx, dirty, rows, forced), nil
 }
 
-// readMissing reads the rows of dirty entries and the credentials they
-// resolve that are not in rows yet, refreshing their nodes.
+// readMissing reads the rows of dirty entries that are not in rows yet.
 func (r *Reconciler) readMissing(ctx context.Context, dirty map[registry.Ref]bool, rows rowSet) error {
-	for round := 0; round < 2; round++ {
-		var need []snapshot.Address
-		want := func(a snapshot.Address) {
-			if _, ok := rows[a]; !ok {
-				rows[a] = rowOf{} // placeholder: asked for
-				need = append(need, a)
-			}
+	var need []snapshot.Address
+	for ref := range dirty {
+		n := r.model.nodes[ref]
+		if n == nil {
+			continue
 		}
-		for ref := range dirty {
-			n := r.model.nodes[ref]
-			if n == nil {
-				continue
-			}
-			want(n.addr)
-			if c := n.credentialOf(); c != "" && ref.Kind != registry.KindCredential {
-				want(snapshot.Address{Table: snapshot.TableCredential, Key: c})
-			}
-		}
-		if len(need) == 0 {
-			break
-		}
-		got, err := r.src.Read(ctx, need)
-		if err != nil {
-			for _, a := range need {
-				delete(rows, a)
-			}
-			return fmt.Errorf("read %d dependent rows: %w", len(need), err)
-		}
-		rows.add(got)
-		// Refresh the dependencies of re-read dependents (a datasource's
-		// borrowed credential may have moved), but only where the row is
-		// still at the revision the model knows: a row that changed since
-		// the poll keeps its model node until its own journal entry comes,
-		// which then marks it and its dependents affected. Moving the node
-		// here would make that entry look like a duplicate and lose it.
-		for _, a := range need {
-			row := rows[a]
-			ref, ok := r.model.byAddr[a]
-			if !ok || (row == rowOf{}) {
-				continue
-			}
-			if n := nodeFor(row, r.model); n != nil && n.ref == ref && n.rev == r.model.nodes[ref].rev {
-				r.model.put(n)
-			}
+		if _, ok := rows[n.addr]; !ok {
+			need = append(need, n.addr)
 		}
 	}
+	if len(need) == 0 {
+		return nil
+	}
+	got, err := r.src.Read(ctx, need)
+	if err != nil {
+		return fmt.Errorf("read %d dependent rows: %w", len(need), err)
+	}
+	rows.add(got)
 	return nil
 }
 
@@ -311,7 +275,7 @@ func (r *Reconciler) relistPass(ctx context.Context, trig Trigger) ([]Change, er
 	r.metrics.Relists.WithLabelValues(string(trig)).Inc()
 	rows := make(rowSet, all.Len())
 	rows.add(all)
-	r.model = buildModel(all)
+	r.model = r.buildModel(all)
 	dirty := make(map[registry.Ref]bool, len(r.model.nodes))
 	for ref := range r.model.nodes {
 		dirty[ref] = true
@@ -328,7 +292,7 @@ func (r *Reconciler) relistPass(ctx context.Context, trig Trigger) ([]Change, er
 	return changes, nil
 }
 
-func sameRefs(a, b []registry.Ref) bool {
+func sameWants(a, b []want) bool {
 	if len(a) != len(b) {
 		return false
 	}
@@ -338,4 +302,23 @@ func sameRefs(a, b []registry.Ref) bool {
 		}
 	}
 	return true
+}
+
+func (row rowOf) revision() int64 {
+	switch {
+	case row.meta != nil:
+		return row.meta.Revision
+	case row.secret != nil:
+		return row.secret.Revision
+	case row.cred != nil:
+		return row.cred.Revision
+	}
+	return 0
+}
+
+func (row rowOf) body() []byte {
+	if row.meta != nil {
+		return row.meta.Metadata
+	}
+	return nil
 }

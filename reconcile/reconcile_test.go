@@ -25,8 +25,15 @@ ON CONFLICT (id) DO UPDATE SET state = excluded.state, metadata = excluded.metad
 const upsertCred = `INSERT INTO sys_connector_credential (ref, value) VALUES ($1, $2)
 ON CONFLICT (ref) DO UPDATE SET value = excluded.value`
 
-const upsertDS = `INSERT INTO sys_datasource (name, driver, config, external, active) VALUES ($1, 'sqlite', $2, $3, $4)
-ON CONFLICT (name) DO UPDATE SET config = excluded.config, external = excluded.external, active = excluded.active`
+// upsertDS writes a datasource the way the platform stores it: a
+// sys_metadata row of type datasource whose body is the record.
+const upsertDS = `INSERT INTO sys_metadata (id, type, name, metadata) VALUES ('ds-' || $1, 'datasource', $1, $2)
+ON CONFLICT (id) DO UPDATE SET metadata = excluded.metadata`
+
+// dsBody is a datasource record.
+func dsBody(name, external string, active bool) string {
+	return fmt.Sprintf(`{"name":%q,"driver":"sqlite","config":{"path":"x.db"},"external":%s,"active":%t}`, name, external, active)
+}
 
 // expected computes, independently of the loop, which entries the rows
 // desire: kind/key → revision.
@@ -38,25 +45,30 @@ func expected(t *testing.T, s snapshot.Store) map[registry.Ref]int64 {
 	}
 	want := map[registry.Ref]int64{}
 	for _, c := range rows.Credentials {
-		want[registry.Ref{Kind: registry.KindCredential, Key: c.Ref}] = c.Revision
+		want[registry.Ref{Kind: registry.KindCredential, Key: registry.CredentialKey(c.Ref)}] = c.Revision
 	}
-	for _, d := range rows.Datasources {
-		if d.Active {
-			want[registry.Ref{Kind: registry.KindDatasource, Key: d.Name}] = d.Revision
-		}
+	for _, c := range rows.Secrets {
+		want[registry.Ref{Kind: registry.KindCredential, Key: registry.SecretKey(c.ID)}] = c.Revision
 	}
 	for _, m := range rows.Metadata {
 		if m.State != "active" {
 			continue
 		}
-		if m.Type == "connector" {
-			if strings.Contains(string(m.Metadata), `"enabled":false`) || strings.Contains(string(m.Metadata), `"enabled": false`) {
-				continue
-			}
-			want[registry.Ref{Kind: registry.KindConnector, Key: m.Name}] = m.Revision
-			continue
+		off := func(member string) bool {
+			return strings.Contains(string(m.Metadata), `"`+member+`":false`) || strings.Contains(string(m.Metadata), `"`+member+`": false`)
 		}
-		want[registry.Ref{Kind: registry.KindEngine, Key: m.Type + "/" + m.Name}] = m.Revision
+		switch m.Type {
+		case "connector":
+			if !off("enabled") {
+				want[registry.Ref{Kind: registry.KindConnector, Key: registry.NamedKey(m.OrganizationID, m.Name, m.PackageID)}] = m.Revision
+			}
+		case "datasource":
+			if !off("active") {
+				want[registry.Ref{Kind: registry.KindDatasource, Key: registry.NamedKey(m.OrganizationID, m.Name, m.PackageID)}] = m.Revision
+			}
+		default:
+			want[registry.Ref{Kind: registry.KindEngine, Key: registry.EngineKey(m.OrganizationID, m.Type, m.Name, m.PackageID)}] = m.Revision
+		}
 	}
 	return want
 }
@@ -131,7 +143,7 @@ func randomWrite(b *bundle, rng *rand.Rand) {
 		b.exec(upsertMeta, "connector-"+name, "connector", name, state, body)
 	case 5:
 		name := obj()
-		body := fmt.Sprintf(`{"fields":[{"name":"a","type":"text"},{"name":"b","type":"lookup","reference":%q}]}`, obj())
+		body := fmt.Sprintf(`{"fields":{"a":{"type":"text"},"b":{"type":"lookup","reference":%q}}}`, obj())
 		b.exec(upsertMeta, "object-"+name, "object", name, state, body)
 	case 6:
 		name := fmt.Sprintf("view%d", rng.IntN(8))
@@ -142,11 +154,11 @@ func randomWrite(b *bundle, rng *rand.Rand) {
 		if rng.IntN(2) == 0 {
 			ext = fmt.Sprintf(`{"connector":"conn%d"}`, rng.IntN(10))
 		}
-		b.exec(upsertDS, name, `{"path":"x.db"}`, ext, rng.IntN(5) != 0)
+		b.exec(upsertDS, name, dsBody(name, ext, rng.IntN(5) != 0))
 	case 8:
 		b.exec(`DELETE FROM sys_metadata WHERE id = $1`, "object-"+obj())
 	default:
-		b.exec(`DELETE FROM sys_datasource WHERE name = $1`, fmt.Sprintf("ds%d", rng.IntN(4)))
+		b.exec(`DELETE FROM sys_metadata WHERE id = 'ds-' || $1`, fmt.Sprintf("ds%d", rng.IntN(4)))
 	}
 }
 
@@ -166,11 +178,11 @@ func TestMinimalWork(t *testing.T) {
 		}
 		// Views over objects: changing one object rebuilds its views only.
 		snapshottest.Exec(t, url, `INSERT INTO sys_metadata (id, type, name, metadata) VALUES
-			('o1','object','account','{"fields":[{"name":"n","type":"text"}]}'),
-			('o2','object','contact','{"fields":[{"name":"a","type":"lookup","reference":"account"}]}'),
+			('o1','object','account','{"fields":{"n":{"type":"text"}}}'),
+			('o2','object','contact','{"fields":{"a":{"type":"lookup","reference":"account"}}}'),
 			('v1','view','all_accounts','{"object":"account"}'),
 			('v2','view','all_contacts','{"object":"contact"}'),
-			('f1','flow','on_account','{"trigger":{"object":"account"}}')`)
+			('f1','flow','on_account','{"type":"autolaunched","nodes":[{"id":"start","type":"start","config":{"objectName":"account"}}]}')`)
 		b := start(t, s, url, Options{ResyncInterval: -1})
 		conn, eng := b.mats[registry.KindConnector], b.mats[registry.KindEngine]
 		if got := conn.total.Load(); got != 1000 {
@@ -193,7 +205,7 @@ func TestMinimalWork(t *testing.T) {
 				t.Fatalf("conn%d not re-materialized once", j)
 			}
 		}
-		b.exec(`UPDATE sys_metadata SET metadata = '{"fields":[{"name":"n","type":"text"},{"name":"m","type":"text"}]}' WHERE id = 'o1'`)
+		b.exec(`UPDATE sys_metadata SET metadata = '{"fields":{"n":{"type":"text"},"m":{"type":"text"}}}' WHERE id = 'o1'`)
 		b.settle()
 		got := map[string]int{}
 		eng.mu.Lock()
@@ -293,7 +305,7 @@ func TestPanicAndHang(t *testing.T) {
 			return nil
 		})
 		snapshottest.Exec(t, url, `INSERT INTO sys_metadata (id, type, name, metadata) VALUES
-			('o','object','account','{"fields":[]}'), ('p','view','panics','{"object":"account"}'),
+			('o','object','account','{"fields":{}}'), ('p','view','panics','{"object":"account"}'),
 			('h','view','hangs','{"object":"account"}'), ('ok','view','fine','{"object":"account"}')`)
 		b := start(t, s, url, Options{ResyncInterval: -1, ApplyTimeout: 200 * time.Millisecond,
 			Materializers: map[registry.Kind]Materializer{registry.KindEngine: c}})
@@ -333,7 +345,7 @@ func TestDependencies(t *testing.T) {
 	snapshottest.Each(t, func(t *testing.T, s snapshot.Store, url string) {
 		snapshottest.Exec(t, url, `INSERT INTO sys_metadata (id, type, name, metadata) VALUES
 			('v','view','all_accounts','{"object":"account"}'), ('c','connector','crm',$1)`, connectorBodyJSON("crm-token"))
-		snapshottest.Exec(t, url, `INSERT INTO sys_datasource (name, driver, config, external) VALUES ('wh','sqlite','{}','{"connector":"crm"}')`)
+		snapshottest.Exec(t, url, upsertDS, "wh", dsBody("wh", `{"connector":"crm"}`, true))
 		b := start(t, s, url, Options{ResyncInterval: -1})
 		check := func(k registry.Kind, key string, st registry.State, reason string) {
 			t.Helper()
@@ -345,7 +357,7 @@ func TestDependencies(t *testing.T) {
 		check(registry.KindEngine, "view/all_accounts", registry.StateHeld, "references missing object account")
 		check(registry.KindConnector, "crm", registry.StateHeld, "credential crm-token is missing")
 		check(registry.KindDatasource, "wh", registry.StateHeld, "credential crm-token is missing")
-		b.exec(`INSERT INTO sys_metadata (id, type, name, metadata) VALUES ('o','object','account','{"fields":[]}')`)
+		b.exec(`INSERT INTO sys_metadata (id, type, name, metadata) VALUES ('o','object','account','{"fields":{}}')`)
 		b.exec(upsertCred, "crm-token", "s3cret")
 		b.settle()
 		check(registry.KindEngine, "view/all_accounts", registry.StateReady, "")
@@ -377,7 +389,7 @@ func TestDriftAndStatus(t *testing.T) {
 		snapshottest.Exec(t, url, `INSERT INTO sys_connector_credential (ref, value) VALUES ('tok', $1)`, canary)
 		snapshottest.Exec(t, url, `INSERT INTO sys_metadata (id, type, name, metadata, checksum) VALUES
 			('c','connector','crm',$1, NULL), ('v','view','orphaned','{"object":"nothing"}', NULL),
-			('o','object','account','{"fields":[]}', 'sha256:0000')`, connectorBodyJSON("tok"))
+			('o','object','account','{"fields":{}}', 'sha256:0000')`, connectorBodyJSON("tok"))
 		b := start(t, s, url, Options{ResyncInterval: -1})
 		rep, err := b.rec.Drift(context.Background())
 		if err != nil {
@@ -488,7 +500,7 @@ func TestDependentReadAtNewerRevision(t *testing.T) {
 	t.Parallel()
 	snapshottest.Each(t, func(t *testing.T, s snapshot.Store, url string) {
 		snapshottest.Exec(t, url, `INSERT INTO sys_metadata (id, type, name, metadata) VALUES
-			('o','object','account','{"fields":[]}'), ('v','view','all','{"object":"account"}')`)
+			('o','object','account','{"fields":{}}'), ('v','view','all','{"object":"account"}')`)
 		viewAddr := snapshot.Address{Table: snapshot.TableMetadata, Key: "v"}
 		var once sync.Once
 		var armed atomic.Bool
@@ -510,7 +522,7 @@ func TestDependentReadAtNewerRevision(t *testing.T) {
 		eng := b.mats[registry.KindEngine]
 		eng.reset()
 		armed.Store(true)
-		b.exec(`UPDATE sys_metadata SET metadata = '{"fields":[{"name":"n","type":"text"}]}' WHERE id = 'o'`)
+		b.exec(`UPDATE sys_metadata SET metadata = '{"fields":{"n":{"type":"text"}}}' WHERE id = 'o'`)
 		b.settle()
 		b.settle()
 		want := expected(t, s)

@@ -10,6 +10,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/objectstack-fleet/reconciler/internal/backoff"
 	"github.com/objectstack-fleet/reconciler/registry"
 	"github.com/objectstack-fleet/reconciler/snapshot"
 )
@@ -34,7 +35,7 @@ const (
 
 // Reconciler runs the loop over one store. Create it with New; call Run once.
 type Reconciler struct {
-	src     snapshot.Source
+	src     Source
 	opts    Options
 	log     *slog.Logger
 	metrics *Metrics
@@ -57,11 +58,24 @@ type Reconciler struct {
 	status Status
 }
 
+// Source is the store as the loop reads it (a snapshot.Store is one).
+type Source interface {
+	// Relist reads every row in one consistent snapshot and the cursor
+	// resuming after it.
+	Relist(ctx context.Context) (snapshot.Rows, snapshot.Cursor, error)
+	// Poll returns the addresses changed since cur and the next cursor.
+	Poll(ctx context.Context, cur snapshot.Cursor) ([]snapshot.Address, snapshot.Cursor, error)
+	// Read returns the current rows of addrs.
+	Read(ctx context.Context, addrs []snapshot.Address) (snapshot.Rows, error)
+	// Stall reports what cur cannot see yet.
+	Stall(ctx context.Context, cur snapshot.Cursor, minAge time.Duration) (snapshot.Stall, error)
+}
+
+var _ Source = snapshot.Store(nil)
+
 // New returns a Reconciler reading src. It does no I/O.
-func New(src snapshot.Source, opts Options) *Reconciler {
-	if opts.PollInterval <= 0 {
-		opts.PollInterval = DefaultPollInterval
-	}
+func New(src Source, opts Options) *Reconciler {
+	orDefault(&opts.PollInterval, DefaultPollInterval)
 	if opts.PollJitter < 0 {
 		opts.PollJitter = 0
 	} else if opts.PollJitter == 0 {
@@ -70,24 +84,12 @@ func New(src snapshot.Source, opts Options) *Reconciler {
 	if opts.ResyncInterval == 0 {
 		opts.ResyncInterval = DefaultResyncInterval
 	}
-	if opts.ApplyConcurrency <= 0 {
-		opts.ApplyConcurrency = DefaultApplyConcurrency
-	}
-	if opts.ApplyTimeout <= 0 {
-		opts.ApplyTimeout = DefaultApplyTimeout
-	}
-	if opts.RetryBase <= 0 {
-		opts.RetryBase = DefaultRetryBase
-	}
-	if opts.RetryMax <= 0 {
-		opts.RetryMax = DefaultRetryMax
-	}
-	if opts.StopTimeout <= 0 {
-		opts.StopTimeout = DefaultStopTimeout
-	}
-	if opts.StallAge <= 0 {
-		opts.StallAge = 5 * opts.PollInterval
-	}
+	orDefault(&opts.ApplyConcurrency, DefaultApplyConcurrency)
+	orDefault(&opts.ApplyTimeout, DefaultApplyTimeout)
+	orDefault(&opts.RetryBase, DefaultRetryBase)
+	orDefault(&opts.RetryMax, DefaultRetryMax)
+	orDefault(&opts.StopTimeout, DefaultStopTimeout)
+	orDefault(&opts.StallAge, 5*opts.PollInterval)
 	if opts.ReplicaID == "" {
 		opts.ReplicaID, _ = os.Hostname()
 	}
@@ -107,7 +109,7 @@ func New(src snapshot.Source, opts Options) *Reconciler {
 		regs:         registry.NewSet(),
 		wake:         make(chan struct{}, 1),
 		synced:       make(chan struct{}),
-		model:        newModel(),
+		model:        newModel(opts.CodeObjects),
 		retries:      make(map[registry.Ref]time.Time),
 		relistReason: TriggerStart,
 		abandoned:    newAbandoned(metrics.Abandoned),
@@ -118,6 +120,13 @@ func New(src snapshot.Source, opts Options) *Reconciler {
 		r.status.Counts[k] = make(map[registry.State]int)
 	}
 	return r
+}
+
+// orDefault sets *v to def unless it is positive.
+func orDefault[T int | time.Duration](v *T, def T) {
+	if *v <= 0 {
+		*v = def
+	}
 }
 
 func (r *Reconciler) signal(f uint32) {
@@ -141,8 +150,8 @@ func (r *Reconciler) Resync() { r.signal(flagResync) }
 // Synced is closed after the first full sync (readiness).
 func (r *Reconciler) Synced() <-chan struct{} { return r.synced }
 
-// Registries returns the live registries (read-only use).
-func (r *Reconciler) Registries() *registry.Set { return r.regs }
+// Registries returns a read-only view of the live registries.
+func (r *Reconciler) Registries() registry.View { return r.regs.View() }
 
 // Instance returns the live instance of an entry, if one serves.
 func (r *Reconciler) Instance(k registry.Kind, key string) (registry.Instance, bool) {
@@ -209,7 +218,7 @@ func (r *Reconciler) Run(ctx context.Context) error {
 	defer timer.Stop()
 	now := time.Now()
 	nextPoll := now
-	nextResync := now.Add(r.jitter(r.opts.ResyncInterval, r.opts.ResyncInterval/10))
+	nextResync := now.Add(r.resyncDelay())
 	storeFailures := 0
 
 	for {
@@ -227,7 +236,7 @@ func (r *Reconciler) Run(ctx context.Context) error {
 			continue
 		}
 		if relist && (trig == TriggerAntiEntropy || trig == TriggerResync) {
-			nextResync = now.Add(r.jitter(r.opts.ResyncInterval, r.opts.ResyncInterval/10))
+			nextResync = now.Add(r.resyncDelay())
 		}
 		// The pass may finish after ctx ends, within the stop bound.
 		err := r.pass(passCtx, trig, relist)
@@ -305,36 +314,21 @@ func (r *Reconciler) pollDelay() time.Duration {
 	return r.opts.PollInterval - time.Duration(rand.Int64N(int64(j)+1))
 }
 
-// jitter returns d ± j (uniform).
-func (r *Reconciler) jitter(d, j time.Duration) time.Duration {
-	if j <= 0 {
-		return d
-	}
-	return d - j + time.Duration(rand.Int64N(int64(2*j)+1))
+// resyncDelay is resync.interval ±10%.
+func (r *Reconciler) resyncDelay() time.Duration {
+	return backoff.Jitter(r.opts.ResyncInterval, 0.1)
 }
 
+// storeBackoff is the delay before the next poll after failures store
+// failures in a row: poll.interval doubling to 30s, ±10%.
 func (r *Reconciler) storeBackoff(failures int) time.Duration {
-	d := r.opts.PollInterval
-	for i := 1; i < failures && d < maxStoreBackoff; i++ {
-		d *= 2
-	}
-	if limit := max(maxStoreBackoff, r.opts.PollInterval); d > limit {
-		d = limit
-	}
-	return r.jitter(d, d/10)
+	return backoff.Policy{Base: r.opts.PollInterval, Max: maxStoreBackoff, Jitter: 0.1}.Delay(failures)
 }
 
 // retryBackoff is the delay before retry number attempt (1-based) of a
-// degraded entry: base doubling to max, jittered ±20%.
+// degraded entry: base doubling to max, ±20%.
 func (r *Reconciler) retryBackoff(attempt int) time.Duration {
-	d := r.opts.RetryBase
-	for i := 1; i < attempt && d < r.opts.RetryMax; i++ {
-		d *= 2
-	}
-	if d > r.opts.RetryMax {
-		d = r.opts.RetryMax
-	}
-	return r.jitter(d, d/5)
+	return backoff.Policy{Base: r.opts.RetryBase, Max: r.opts.RetryMax, Jitter: 0.2}.Delay(attempt)
 }
 
 // cutAfter calls abandon once ctx has been over for grace, or returns

@@ -2,6 +2,7 @@ package reconcile
 
 import (
 	"context"
+	"log/slog"
 	"strings"
 	"sync"
 	"testing"
@@ -82,7 +83,7 @@ func TestStopBoundWithHungMaterializer(t *testing.T) {
 	}
 	b := start(t, s, url, Options{ResyncInterval: -1, ApplyTimeout: time.Hour, StopTimeout: 300 * time.Millisecond,
 		Metrics: metrics, Materializers: map[registry.Kind]Materializer{registry.KindEngine: m}})
-	b.exec(`INSERT INTO sys_metadata (id, type, name, metadata) VALUES ('o','object','account','{"fields":[]}')`)
+	b.exec(`INSERT INTO sys_metadata (id, type, name, metadata) VALUES ('o','object','account','{"fields":{}}')`)
 	select {
 	case <-m.entered:
 	case <-time.After(30 * time.Second):
@@ -130,7 +131,7 @@ func TestNoRetryWhileAbandonedAttemptRuns(t *testing.T) {
 	b := start(t, s, url, Options{ResyncInterval: -1, ApplyTimeout: 50 * time.Millisecond,
 		RetryBase: 10 * time.Millisecond, RetryMax: 20 * time.Millisecond,
 		Materializers: map[registry.Kind]Materializer{registry.KindEngine: m}})
-	b.exec(`INSERT INTO sys_metadata (id, type, name, metadata) VALUES ('o','object','account','{"fields":[]}')`)
+	b.exec(`INSERT INTO sys_metadata (id, type, name, metadata) VALUES ('o','object','account','{"fields":{}}')`)
 	<-m.entered
 	const held = "previous attempt still running"
 	attempts := func() int {
@@ -157,4 +158,53 @@ func TestNoRetryWhileAbandonedAttemptRuns(t *testing.T) {
 		t.Fatalf("%d calls, want 2", n)
 	}
 	waitUntil(t, "nothing abandoned", func() bool { return b.rec.Status().Abandoned == 0 })
+}
+
+// syncBuffer is a log sink safe for the goroutines of abandoned calls.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// A materializer returning a nil pointer in a non-nil interface (as a
+// failed build easily does) never has it closed: neither when it answers
+// in time nor when it answers after being abandoned.
+func TestTypedNilInstance(t *testing.T) {
+	var logs syncBuffer
+	r := New(nil, Options{ApplyTimeout: 20 * time.Millisecond, Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+	d := Desired{Kind: registry.KindEngine, Key: "object/a"}
+	typedNil := MaterializerFunc(func(context.Context, Desired) (registry.Instance, error) {
+		var p *countedInstance
+		return p, nil
+	})
+	inst, err := r.materialize(context.Background(), typedNil, d)
+	if err != nil || inst != (NopInstance{}) {
+		t.Fatalf("typed nil in time: %v, %v; want NopInstance", inst, err)
+	}
+	release := make(chan struct{})
+	late := MaterializerFunc(func(context.Context, Desired) (registry.Instance, error) {
+		<-release
+		var p *countedInstance
+		return p, nil
+	})
+	if _, err := r.materialize(context.Background(), late, d); err == nil {
+		t.Fatal("late materializer: no error")
+	}
+	close(release)
+	waitUntil(t, "the abandoned call to return", func() bool { return r.abandoned.count() == 0 })
+	if strings.Contains(logs.String(), "panicked") {
+		t.Fatalf("closing a typed nil:\n%s", logs.String())
+	}
 }

@@ -18,9 +18,6 @@ func New(k Kind) *Registry {
 	return &Registry{kind: k, entries: make(map[string]*Entry)}
 }
 
-// Kind returns the registry's kind.
-func (r *Registry) Kind() Kind { return r.kind }
-
 // Get returns a copy of the entry for key.
 func (r *Registry) Get(key string) (Entry, bool) {
 	r.mu.RLock()
@@ -35,6 +32,9 @@ func (r *Registry) Get(key string) (Entry, bool) {
 // Put stores a copy of e under e.Key.
 func (r *Registry) Put(e Entry) {
 	e.Kind = r.kind
+	if p, err := ParseKey(r.kind, e.Key); err == nil {
+		e.KeyParts = p
+	}
 	r.mu.Lock()
 	r.entries[e.Key] = &e
 	r.mu.Unlock()
@@ -97,17 +97,6 @@ func (r *Registry) List(filter func(*Entry) bool) []Entry {
 	return out
 }
 
-// Counts returns the number of entries per state.
-func (r *Registry) Counts() map[State]int {
-	r.mu.RLock()
-	defer r.mu.RUnlock()
-	c := make(map[State]int, len(States))
-	for _, e := range r.entries {
-		c[e.State]++
-	}
-	return c
-}
-
 // Set is the four registries of a replica.
 type Set struct {
 	byKind map[Kind]*Registry
@@ -137,3 +126,31 @@ func (s *Set) List(k Kind, st State) []Entry {
 	}
 	return out
 }
+
+// View is a read-only view of a Set: readers see the live entries (as
+// copies) and cannot change them.
+type View struct{ s *Set }
+
+// View returns a read-only view of s.
+func (s *Set) View() View { return View{s} }
+
+// Get returns a copy of the entry of kind k under key.
+func (v View) Get(k Kind, key string) (Entry, bool) {
+	r := v.s.Of(k)
+	if r == nil {
+		return Entry{}, false
+	}
+	return r.Get(key)
+}
+
+// Len returns the number of entries of kind k.
+func (v View) Len(k Kind) int {
+	r := v.s.Of(k)
+	if r == nil {
+		return 0
+	}
+	return r.Len()
+}
+
+// List is Set.List.
+func (v View) List(k Kind, st State) []Entry { return v.s.List(k, st) }

@@ -24,14 +24,19 @@ func TestSetListAndCounts(t *testing.T) {
 	if held := s.List(KindEngine, StateHeld); len(held) != 1 || held[0].Key != "view/b" {
 		t.Fatalf("held engine entries: %v", held)
 	}
-	if c := s.Of(KindEngine).Counts(); c[StateReady] != 1 || c[StateHeld] != 1 {
-		t.Fatalf("counts: %v", c)
-	}
 	// Readers get copies: changing one does not change the registry.
 	e, _ := s.Of(KindEngine).Get("object/a")
 	e.State = StateDegraded
 	if e2, _ := s.Of(KindEngine).Get("object/a"); e2.State != StateReady {
 		t.Fatal("Get returned a shared entry")
+	}
+	// The read-only view sees the same entries, as copies.
+	v := s.View()
+	if e, ok := v.Get(KindEngine, "object/a"); !ok || e.State != StateReady || v.Len(KindEngine) != 2 || len(v.List("", "")) != 3 {
+		t.Fatalf("view: %v %v, %d engine entries", e, ok, v.Len(KindEngine))
+	}
+	if _, ok := v.Get("bogus", "x"); ok || v.Len("bogus") != 0 {
+		t.Fatal("view of an unknown kind")
 	}
 	if _, ok := s.Of(KindEngine).Delete("object/a"); !ok || s.Of(KindEngine).Len() != 1 {
 		t.Fatal("Delete")

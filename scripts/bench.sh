@@ -6,6 +6,7 @@
 #   BENCH_SIZES   row counts, default 1k,10k,100k,1M
 #   BENCH_RUNS    repeated runs per figure (medians), default 3
 #   BENCH_FLAGS   any further flags of bench/cmd/reconciler-bench (-h lists them)
+#   BENCH_LANES_FLAGS  flags of bench/cmd/reconciler-bench-lanes (the lane path)
 #
 # Redis for the push-lane comparison is expected at 127.0.0.1:6379 (flag
 # -redis); when it is not reachable that comparison is skipped and the report
@@ -26,5 +27,9 @@ mkdir -p bin
 # bench/ is its own module (so the embeddable packages never pull its plotting
 # dependencies); it builds from there against this checkout.
 (cd bench && go build -o ../bin/reconciler-bench ./cmd/reconciler-bench)
+# The lane path (commit → replica serving, messages per change): bench/lanes.md.
+(cd bench && go build -o ../bin/reconciler-bench-lanes ./cmd/reconciler-bench-lanes)
+# shellcheck disable=SC2086
+bin/reconciler-bench-lanes -out bench ${BENCH_LANES_FLAGS:-}
 # shellcheck disable=SC2086
 exec bin/reconciler-bench -sizes "$sizes" -runs "$runs" -out bench -command "$cmd" ${BENCH_FLAGS:-}

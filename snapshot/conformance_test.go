@@ -15,21 +15,43 @@ import (
 	"github.com/objectstack-fleet/reconciler/snapshot/snapshottest"
 )
 
-// Portable statements: the same text runs on both stores.
+// Portable statements: the same text runs on both stores. Writers set only
+// the platform's columns, never a revision.
 const (
-	insMeta    = `INSERT INTO sys_metadata (id, type, name, metadata) VALUES ($1, 'object', $1, '{"fields":[]}')`
+	insMeta    = `INSERT INTO sys_metadata (id, type, name, metadata) VALUES ($1, 'object', $1, '{"fields":{}}')`
 	updMeta    = `UPDATE sys_metadata SET version = version + 1 WHERE id = $1`
+	insSecret  = `INSERT INTO sys_secret (id, namespace, key, kms_key_id, ciphertext) VALUES ($1, 'datasource', $1, 'local:v1', $2)`
 	insCred    = `INSERT INTO sys_connector_credential (ref, value) VALUES ($1, $2)`
 	clearCred  = `UPDATE sys_connector_credential SET value = NULL WHERE ref = $1`
-	insDS      = `INSERT INTO sys_datasource (name, driver) VALUES ($1, 'sqlite')`
-	delDS      = `DELETE FROM sys_datasource WHERE name = $1`
 	upsertCred = `INSERT INTO sys_connector_credential (ref, value) VALUES ($1, $2)
 ON CONFLICT (ref) DO UPDATE SET value = excluded.value`
 	upsertMeta = `INSERT INTO sys_metadata (id, type, name, metadata) VALUES ($1, 'view', $1, '{"object":"x"}')
 ON CONFLICT (id) DO UPDATE SET version = sys_metadata.version + 1`
-	upsertDS = `INSERT INTO sys_datasource (name, driver) VALUES ($1, 'postgres')
-ON CONFLICT (name) DO UPDATE SET active = NOT sys_datasource.active`
+	upsertSecret = `INSERT INTO sys_secret (id, ciphertext) VALUES ($1, $2)
+ON CONFLICT (id) DO UPDATE SET ciphertext = excluded.ciphertext, version = sys_secret.version + 1`
 )
+
+// keyColumn is each source table's key.
+var keyColumn = map[snapshot.Table]string{
+	snapshot.TableMetadata:   "id",
+	snapshot.TableSecret:     "id",
+	snapshot.TableCredential: "ref",
+}
+
+// revisions maps "table/key" to the revision of every row in rows.
+func revisions(rows snapshot.Rows) map[string]int64 {
+	out := map[string]int64{}
+	for _, r := range rows.Metadata {
+		out["sys_metadata/"+r.ID] = r.Revision
+	}
+	for _, r := range rows.Secrets {
+		out["sys_secret/"+r.ID] = r.Revision
+	}
+	for _, r := range rows.Credentials {
+		out["sys_connector_credential/"+r.Ref] = r.Revision
+	}
+	return out
+}
 
 func ctxT(t *testing.T) context.Context {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
@@ -83,47 +105,91 @@ func wantAddrs(t *testing.T, got []snapshot.Address, want ...string) {
 	}
 }
 
+// TestChangesSurface: every kind of write on each source table surfaces in
+// the next poll, with a store-wide increasing revision.
 func TestChangesSurface(t *testing.T) {
 	t.Parallel()
+	writes := []struct {
+		table snapshot.Table
+		ins   string // $1 key, $2 a value
+		upd   string // $1 key
+	}{
+		{snapshot.TableMetadata, `INSERT INTO sys_metadata (id, type, name, metadata) VALUES ($1, 'object', $2, '{}')`,
+			updMeta},
+		{snapshot.TableSecret, insSecret, `UPDATE sys_secret SET ciphertext = 'rotated', rotated_at = CURRENT_TIMESTAMP WHERE id = $1`},
+		{snapshot.TableCredential, insCred, `UPDATE sys_connector_credential SET value = 'other' WHERE ref = $1`},
+	}
 	snapshottest.Each(t, func(t *testing.T, s snapshot.Store, url string) {
 		ctx := ctxT(t)
 		db := snapshottest.Connect(t, url)
 		_, c := relist(t, s)
-
-		db.Exec(t, insMeta, "obj-1")
-		got, c := poll(t, s, c)
-		wantAddrs(t, got, "sys_metadata/obj-1")
-		rows, err := s.Read(ctx, got)
-		if err != nil || len(rows.Metadata) != 1 {
-			t.Fatalf("read obj-1: %v %+v", err, rows)
+		var last int64 // revisions are store-wide: each write's is above every earlier one
+		readRev := func(tbl snapshot.Table, key string) (int64, bool) {
+			t.Helper()
+			rows, err := s.Read(ctx, []snapshot.Address{{Table: tbl, Key: key}})
+			if err != nil {
+				t.Fatalf("read %s/%s: %v", tbl, key, err)
+			}
+			rev, ok := revisions(rows)[string(tbl)+"/"+key]
+			if rows.Len() > 1 {
+				t.Fatalf("read %s/%s: %d rows", tbl, key, rows.Len())
+			}
+			return rev, ok
 		}
-		rev1 := rows.Metadata[0].Revision
-		if rev1 <= 0 || rows.Metadata[0].UpdatedAt.IsZero() || rows.Metadata[0].State != "active" {
-			t.Fatalf("trigger did not stamp the row: %+v", rows.Metadata[0])
+		step := func(what, table, key string, want ...string) {
+			t.Helper()
+			var got []snapshot.Address
+			got, c = poll(t, s, c)
+			wantAddrs(t, got, want...)
+			if key == "" {
+				return
+			}
+			rev, ok := readRev(snapshot.Table(table), key)
+			if !ok || rev <= last {
+				t.Fatalf("%s %s/%s: revision %d (found %v), want above %d", what, table, key, rev, ok, last)
+			}
+			last = rev
+		}
+		for _, w := range writes {
+			tbl, col := string(w.table), keyColumn[w.table]
+			db.Exec(t, w.ins, "k-1", "v")
+			step("insert", tbl, "k-1", tbl+"/k-1")
+			db.Exec(t, w.upd, "k-1")
+			step("update", tbl, "k-1", tbl+"/k-1")
+			// A key change journals both keys; the old one reads as deleted.
+			db.Exec(t, "UPDATE "+tbl+" SET "+col+" = $1 WHERE "+col+" = $2", "k-2", "k-1")
+			step("key change", tbl, "k-2", tbl+"/k-1", tbl+"/k-2")
+			if _, ok := readRev(w.table, "k-1"); ok {
+				t.Fatalf("%s/k-1 still read after its key changed", tbl)
+			}
+			db.Exec(t, "DELETE FROM "+tbl+" WHERE "+col+" = $1", "k-2")
+			step("delete", tbl, "", tbl+"/k-2")
+			if _, ok := readRev(w.table, "k-2"); ok {
+				t.Fatalf("%s/k-2 still read after delete", tbl)
+			}
+			// Re-created: a new revision above the tombstone's.
+			db.Exec(t, w.ins, "k-2", "v")
+			step("re-insert", tbl, "k-2", tbl+"/k-2")
 		}
 
-		db.Exec(t, updMeta, "obj-1")
-		got, c = poll(t, s, c)
-		wantAddrs(t, got, "sys_metadata/obj-1")
-		rows, _ = s.Read(ctx, got)
-		if rows.Metadata[0].Revision <= rev1 || rows.Metadata[0].Version != 2 {
-			t.Fatalf("update: revision %d (was %d), version %d", rows.Metadata[0].Revision, rev1, rows.Metadata[0].Version)
-		}
-
+		// Values: a credential and a secret's ciphertext are never printed.
 		db.Exec(t, insCred, "crm-token", "canary-secret-value")
-		got, c = poll(t, s, c)
-		wantAddrs(t, got, "sys_connector_credential/crm-token")
-		rows, _ = s.Read(ctx, got)
+		db.Exec(t, insSecret, "sec_0a1b2c", "canary-ciphertext")
+		got, c := poll(t, s, c)
+		wantAddrs(t, got, "sys_connector_credential/crm-token", "sys_secret/sec_0a1b2c")
+		rows, err := s.Read(ctx, got)
+		if err != nil {
+			t.Fatal(err)
+		}
 		if len(rows.Credentials) != 1 || rows.Credentials[0].Value.Reveal() != "canary-secret-value" || rows.Credentials[0].Cleared {
 			t.Fatalf("credential row: %+v", rows.Credentials)
 		}
-		if rows.Credentials[0].Revision <= rev1 {
-			t.Fatalf("revisions are not store-wide: credential %d after metadata %d", rows.Credentials[0].Revision, rev1)
+		if len(rows.Secrets) != 1 || rows.Secrets[0].Ciphertext.Reveal() != "canary-ciphertext" {
+			t.Fatalf("secret row: %+v", rows.Secrets)
 		}
-		if strings.Contains(fmt.Sprintf("%v %+v %#v", rows, rows, rows), "canary-secret-value") {
-			t.Fatal("a credential value was printed")
+		if p := fmt.Sprintf("%v %+v %#v", rows, rows, rows); strings.Contains(p, "canary") {
+			t.Fatal("a credential value or a ciphertext was printed")
 		}
-
 		db.Exec(t, clearCred, "crm-token")
 		got, c = poll(t, s, c)
 		wantAddrs(t, got, "sys_connector_credential/crm-token")
@@ -132,26 +198,172 @@ func TestChangesSurface(t *testing.T) {
 			t.Fatalf("cleared credential: %+v", rows.Credentials)
 		}
 
-		db.Exec(t, insDS, "warehouse")
+		// A statement touching many rows journals each.
+		db.Exec(t, `UPDATE sys_metadata SET state = 'archived'`)
 		got, c = poll(t, s, c)
-		wantAddrs(t, got, "sys_datasource/warehouse")
-		db.Exec(t, delDS, "warehouse")
-		got, c = poll(t, s, c)
-		wantAddrs(t, got, "sys_datasource/warehouse")
-		rows, _ = s.Read(ctx, got)
-		if rows.Len() != 0 {
-			t.Fatalf("deleted datasource still read: %+v", rows)
-		}
-
-		// A key change journals both keys.
-		db.Exec(t, `UPDATE sys_metadata SET id = $1 WHERE id = $2`, "obj-2", "obj-1")
-		got, c = poll(t, s, c)
-		wantAddrs(t, got, "sys_metadata/obj-1", "sys_metadata/obj-2")
+		wantAddrs(t, got, "sys_metadata/k-2")
 
 		// Idle: nothing.
 		got, _ = poll(t, s, c)
 		wantAddrs(t, got)
 	})
+}
+
+// platformMeta inserts a sys_metadata row the way the platform does: every
+// column it sets, NULLs where it leaves them.
+const platformMeta = `INSERT INTO sys_metadata (id, name, type, namespace, package_id, managed_by, scope, metadata,
+  strategy, state, organization_id, version, checksum, source, created_at, updated_at)
+VALUES ($1, $2, $3, 'default', $4, 'user', 'platform', $5, 'merge', $6, $7, $8, $9, 'api', CURRENT_TIMESTAMP, CURRENT_TIMESTAMP)`
+
+// TestRowsAsThePlatformWritesThem: NULL organization and package, one
+// type+name in two packages and two organizations, a draft beside the
+// active row, bodies as stored (any key order, not JSON at all, NULL), a
+// real version, ids of any shape.
+func TestRowsAsThePlatformWritesThem(t *testing.T) {
+	t.Parallel()
+	type row struct {
+		id, name, typ string
+		pkg, org      any // nil: NULL
+		body          any
+		state         string
+		version       float64
+		checksum      any
+	}
+	rowsIn := []row{
+		{"V1StGXR8_Z5jdHi6B-myT", "account", "object", nil, nil, `{"name":"account", "fields":{"9":{},"10":{},"b":{"type":"text"}}}`, "active", 3, "9f86d081884c7d65"},
+		{"draft-account", "account", "object", nil, nil, `{"name":"account","fields":{}}`, "draft", 4, nil},
+		{"view-o1-p1", "all", "view", "crm", "org-1", `{"object":"account"}`, "active", 1, nil},
+		{"view-o1-p2", "all", "view", "sales", "org-1", `{"object":"account"}`, "active", 1, nil},
+		{"view-o2-p1", "all", "view", "crm", "org-2", `{"object":"account"}`, "active", 1, nil},
+		{"view-o2", "all", "view", nil, "org-2", `{"object":"account"}`, "active", 1, nil},
+		{"view-o2-draft", "all", "view", nil, "org-2", `{"object":"lead"}`, "draft", 2, nil},
+		{"0b6f9b3e-7f4c-4c1a-9d7e-2f1e5c3a8b90", "warehouse", "datasource", nil, nil,
+			`{"name":"warehouse","driver":"postgres","config":{"host":"db","username":"app"},"external":{"credentialsRef":"sys_secret:sec_1"}}`, "active", 2.1, nil},
+		{"not-json", "broken", "object", nil, nil, `not json {`, "active", 1, nil},
+		{"null-body", "empty", "object", nil, nil, nil, "active", 1, nil},
+		{"id with spaces/and:colons%2F+ünïcode", "odd", "hook", nil, "org:1", `{}`, "active", 1, nil},
+		{"old-flow", "flow1", "flow", nil, nil, `{}`, "archived", 7, nil},
+	}
+	snapshottest.Each(t, func(t *testing.T, s snapshot.Store, url string) {
+		ctx := ctxT(t)
+		db := snapshottest.Connect(t, url)
+		_, c := relist(t, s)
+		var all []snapshot.Address
+		for _, r := range rowsIn {
+			db.Exec(t, platformMeta, r.id, r.name, r.typ, r.pkg, r.body, r.state, r.org, r.version, r.checksum)
+			all = append(all, snapshot.Address{Table: snapshot.TableMetadata, Key: r.id})
+		}
+		db.Exec(t, `INSERT INTO sys_secret (id, namespace, key, kms_key_id, alg, version, ciphertext, organization_id)
+VALUES ('sec_1', 'datasource', 'warehouse', 'local:v1', 'aes-256-gcm', 1, 'djE6YWJj', NULL)`)
+		db.Exec(t, `INSERT INTO sys_secret (id) VALUES ('sec_bare')`)
+		all = append(all, snapshot.Address{Table: snapshot.TableSecret, Key: "sec_1"}, snapshot.Address{Table: snapshot.TableSecret, Key: "sec_bare"})
+		got, _ := poll(t, s, c)
+		if len(keySet(got)) != len(all) {
+			t.Fatalf("poll returned %d addresses, want %d: %v", len(keySet(got)), len(all), keySet(got))
+		}
+
+		check := func(what string, got snapshot.Rows, wantStates ...string) {
+			t.Helper()
+			byID := map[string]snapshot.MetadataRow{}
+			for _, m := range got.Metadata {
+				byID[m.ID] = m
+			}
+			n := 0
+			for _, r := range rowsIn {
+				m, ok := byID[r.id]
+				if !ok {
+					if slices.Contains(wantStates, r.state) {
+						t.Errorf("%s: row %q (%s) missing", what, r.id, r.state)
+					}
+					continue
+				}
+				n++
+				if !slices.Contains(wantStates, r.state) {
+					t.Errorf("%s: row %q in state %s returned", what, r.id, r.state)
+				}
+				str := func(v any) string {
+					if v == nil {
+						return ""
+					}
+					return v.(string)
+				}
+				if m.Name != r.name || m.Type != r.typ || m.PackageID != str(r.pkg) || m.OrganizationID != str(r.org) ||
+					m.State != r.state || m.Version != r.version || m.Checksum != str(r.checksum) || string(m.Metadata) != str(r.body) {
+					t.Errorf("%s: row %q read as %+v (metadata %q), want %+v", what, r.id, m, m.Metadata, r)
+				}
+				if r.body == nil && m.Metadata != nil {
+					t.Errorf("%s: NULL body read as %q", what, m.Metadata)
+				}
+				if m.Revision <= 0 || m.UpdatedAt.IsZero() {
+					t.Errorf("%s: row %q has revision %d, updated_at %v", what, r.id, m.Revision, m.UpdatedAt)
+				}
+			}
+			if n != len(got.Metadata) {
+				t.Errorf("%s: %d rows returned, %d expected", what, len(got.Metadata), n)
+			}
+			if len(got.Secrets) != 2 {
+				t.Fatalf("%s: secrets %+v", what, got.Secrets)
+			}
+			sec, bare := got.Secrets[0], got.Secrets[1]
+			if sec.ID != "sec_1" || sec.Namespace != "datasource" || sec.Key != "warehouse" || sec.KMSKeyID != "local:v1" ||
+				sec.Alg != "aes-256-gcm" || sec.Version != 1 || sec.Ciphertext.Reveal() != "djE6YWJj" || sec.OrganizationID != "" || sec.Revision <= 0 {
+				t.Errorf("%s: secret read as %+v", what, sec)
+			}
+			// Defaults as the platform's table has them.
+			if bare.ID != "sec_bare" || bare.Alg != "aes-256-gcm" || bare.Version != 1 || !bare.Ciphertext.IsEmpty() || bare.Namespace != "" {
+				t.Errorf("%s: bare secret read as %+v", what, bare)
+			}
+		}
+		rows, _ := relist(t, s)
+		check("relist", rows, "active")
+		read, err := s.Read(ctx, all)
+		if err != nil {
+			t.Fatal(err)
+		}
+		check("read", read, "active", "draft", "archived")
+
+		// Promoting the draft: the platform deletes the active row and
+		// flips the draft; both addresses surface.
+		_, c = relist(t, s)
+		db.Exec(t, `DELETE FROM sys_metadata WHERE id = 'view-o2'`)
+		db.Exec(t, `UPDATE sys_metadata SET state = 'active', version = version + 1 WHERE id = 'view-o2-draft'`)
+		got, _ = poll(t, s, c)
+		wantAddrs(t, got, "sys_metadata/view-o2", "sys_metadata/view-o2-draft")
+		rows, _ = relist(t, s)
+		var ids []string
+		for _, m := range rows.Metadata {
+			if m.Name == "all" {
+				ids = append(ids, m.ID+"@"+m.OrganizationID+"/"+m.PackageID)
+			}
+		}
+		slices.Sort(ids)
+		if want := []string{"view-o1-p1@org-1/crm", "view-o1-p2@org-1/sales", "view-o2-draft@org-2/", "view-o2-p1@org-2/crm"}; !slices.Equal(ids, want) {
+			t.Fatalf("views after promotion: %v, want %v", ids, want)
+		}
+	})
+}
+
+// TestBadValuesDoNotFailTheRead: SQLite keeps whatever a writer stores in
+// any column (bytes that are not UTF-8, text in a REAL column); such a row
+// reads as stored and the other rows read normally.
+func TestBadValuesDoNotFailTheRead(t *testing.T) {
+	t.Parallel()
+	s, url := snapshottest.NewSQLite(t)
+	db := snapshottest.Connect(t, url)
+	db.Exec(t, insMeta, "good")
+	db.Exec(t, insMeta, "bad")
+	db.Exec(t, `UPDATE sys_metadata SET metadata = X'FF00FE', version = 'not a number', name = 42, checksum = X'00' WHERE id = 'bad'`)
+	rows, _ := relist(t, s)
+	if len(rows.Metadata) != 2 {
+		t.Fatalf("relist: %+v", rows.Metadata)
+	}
+	bad, good := rows.Metadata[0], rows.Metadata[1]
+	if string(bad.Metadata) != "\xff\x00\xfe" || bad.Version != 0 || bad.Name != "42" || bad.Checksum != "\x00" {
+		t.Fatalf("bad row read as %+v", bad)
+	}
+	if good.ID != "good" || string(good.Metadata) != `{"fields":{}}` || good.Version != 1 {
+		t.Fatalf("good row read as %+v", good)
+	}
 }
 
 func TestAbortedTransactionSurfacesNothing(t *testing.T) {
@@ -164,15 +376,20 @@ func TestAbortedTransactionSurfacesNothing(t *testing.T) {
 			t.Fatal(err)
 		}
 		db.Exec(t, insMeta, "ghost")
+		db.Exec(t, insSecret, "ghost-secret", "x")
 		db.Exec(t, insCred, "ghost-cred", "x")
 		if err := db.Rollback(ctx); err != nil {
 			t.Fatal(err)
 		}
 		got, c := poll(t, s, c)
 		wantAddrs(t, got)
-		db.Exec(t, insDS, "real")
+		db.Exec(t, insSecret, "real", "x")
 		got, _ = poll(t, s, c)
-		wantAddrs(t, got, "sys_datasource/real")
+		wantAddrs(t, got, "sys_secret/real")
+		rows, _ := relist(t, s)
+		if rows.Len() != 1 {
+			t.Fatalf("rows after an aborted transaction: %+v", rows)
+		}
 	})
 }
 
@@ -185,16 +402,16 @@ func TestRelistEqualsTables(t *testing.T) {
 		for i := range 20 {
 			k := fmt.Sprintf("k%02d", i)
 			db.Exec(t, insMeta, k)
+			db.Exec(t, insSecret, k, "c-"+k)
 			db.Exec(t, insCred, k, "v-"+k)
-			db.Exec(t, insDS, k)
 			addrs = append(addrs, snapshot.Address{Table: snapshot.TableMetadata, Key: k},
-				snapshot.Address{Table: snapshot.TableCredential, Key: k}, snapshot.Address{Table: snapshot.TableDatasource, Key: k})
+				snapshot.Address{Table: snapshot.TableSecret, Key: k}, snapshot.Address{Table: snapshot.TableCredential, Key: k})
 		}
 		db.Exec(t, clearCred, "k03")
-		db.Exec(t, delDS, "k04")
+		db.Exec(t, `DELETE FROM sys_secret WHERE id = $1`, "k04")
 		rows, c := relist(t, s)
-		if len(rows.Metadata) != 20 || len(rows.Credentials) != 20 || len(rows.Datasources) != 19 {
-			t.Fatalf("relist: %d metadata, %d credentials, %d datasources", len(rows.Metadata), len(rows.Credentials), len(rows.Datasources))
+		if len(rows.Metadata) != 20 || len(rows.Secrets) != 19 || len(rows.Credentials) != 20 {
+			t.Fatalf("relist: %d metadata, %d secrets, %d credentials", len(rows.Metadata), len(rows.Secrets), len(rows.Credentials))
 		}
 		read, err := s.Read(ctx, addrs)
 		if err != nil {
@@ -207,6 +424,19 @@ func TestRelistEqualsTables(t *testing.T) {
 			if (cr.Ref == "k03") != cr.Cleared || (!cr.Cleared && cr.Value.Reveal() != "v-"+cr.Ref) {
 				t.Fatalf("credential %s: cleared %v", cr.Ref, cr.Cleared)
 			}
+		}
+		for _, sr := range rows.Secrets {
+			if sr.Ciphertext.Reveal() != "c-"+sr.ID {
+				t.Fatalf("secret %s: wrong ciphertext", sr.ID)
+			}
+		}
+		// Revisions are distinct across tables.
+		seen := map[int64]string{}
+		for k, rev := range revisions(rows) {
+			if other, dup := seen[rev]; dup {
+				t.Fatalf("%s and %s share revision %d", k, other, rev)
+			}
+			seen[rev] = k
 		}
 		// The relist cursor resumes exactly after it.
 		got, _ := poll(t, s, c)
@@ -294,14 +524,8 @@ func TestConcurrentWritersNoneMissed(t *testing.T) {
 			for _, a := range addrs {
 				delete(local, string(a.Table)+"/"+a.Key)
 			}
-			for _, r := range rows.Metadata {
-				local["sys_metadata/"+r.ID] = r.Revision
-			}
-			for _, r := range rows.Credentials {
-				local["sys_connector_credential/"+r.Ref] = r.Revision
-			}
-			for _, r := range rows.Datasources {
-				local["sys_datasource/"+r.Name] = r.Revision
+			for k, rev := range revisions(rows) {
+				local[k] = rev
 			}
 			return nil
 		}
@@ -356,12 +580,12 @@ func TestConcurrentWritersNoneMissed(t *testing.T) {
 						case 2, 3:
 							table, err = "sys_connector_credential", conn.Try(ctx, upsertCred, k, fmt.Sprint(n))
 						case 4:
-							table, err = "sys_datasource", conn.Try(ctx, upsertDS, k)
+							table, err = "sys_secret", conn.Try(ctx, upsertSecret, k, fmt.Sprint(n))
 						case 5:
-							table = []string{"sys_metadata", "sys_connector_credential", "sys_datasource"}[rng.IntN(3)]
-							key := map[string]string{"sys_metadata": "id", "sys_connector_credential": "ref", "sys_datasource": "name"}[table]
+							tbl := []snapshot.Table{snapshot.TableMetadata, snapshot.TableSecret, snapshot.TableCredential}[rng.IntN(3)]
+							table = string(tbl)
 							var n int64
-							n, err = conn.TryN(ctx, "DELETE FROM "+table+" WHERE "+key+" = $1", k)
+							n, err = conn.TryN(ctx, "DELETE FROM "+table+" WHERE "+keyColumn[tbl]+" = $1", k)
 							if n == 0 {
 								continue // nothing deleted: no change
 							}
@@ -403,16 +627,7 @@ func TestConcurrentWritersNoneMissed(t *testing.T) {
 			}
 		}
 		rows, _ := relist(t, s)
-		want := map[string]int64{}
-		for _, r := range rows.Metadata {
-			want["sys_metadata/"+r.ID] = r.Revision
-		}
-		for _, r := range rows.Credentials {
-			want["sys_connector_credential/"+r.Ref] = r.Revision
-		}
-		for _, r := range rows.Datasources {
-			want["sys_datasource/"+r.Name] = r.Revision
-		}
+		want := revisions(rows)
 		if len(want) == 0 {
 			t.Fatal("no rows written")
 		}
@@ -483,6 +698,21 @@ func TestExpiredCursorAfterPrune(t *testing.T) {
 		if w, err := s.Head(ctx); err != nil || w.Seq < 3 {
 			t.Fatalf("head after prune = %+v, %v", w, err)
 		}
+
+		// A deleted row's revision goes with the journal; live rows keep theirs.
+		db := snapshottest.Connect(t, url)
+		db.Exec(t, `DELETE FROM sys_metadata WHERE id = 'a'`)
+		const count = `SELECT count(*) FROM sys_reconciler_revision WHERE source = 'sys_metadata' AND key = $1`
+		if db.Int(t, count, "a") != 1 {
+			t.Fatal("no tombstone revision after a delete")
+		}
+		waitFor(t, "prune tombstone", func() (bool, error) {
+			_, err := s.Prune(ctx, 0)
+			return db.Int(t, count, "a") == 0, err
+		})
+		if db.Int(t, count, "b") != 1 || db.Int(t, count, "c") != 1 {
+			t.Fatal("prune dropped the revision of a live row")
+		}
 	})
 }
 
@@ -505,8 +735,10 @@ func TestRegressedCursor(t *testing.T) {
 			snapshottest.Exec(t, url, "DROP SCHEMA public CASCADE")
 			snapshottest.Exec(t, url, "CREATE SCHEMA public")
 		} else {
-			for _, tbl := range []string{"sys_metadata", "sys_connector_credential", "sys_datasource", "sys_reconcile_journal",
-				"sys_reconciler_replica", "sys_reconciler_drift", "sys_reconciler_state", "sys_reconcile_counter", "sys_reconciler_schema"} {
+			snapshottest.Exec(t, url, "DROP VIEW sys_reconcile_change")
+			for _, tbl := range []string{"sys_metadata", "sys_secret", "sys_connector_credential", "sys_reconcile_journal",
+				"sys_reconciler_revision", "sys_reconciler_replica", "sys_reconciler_drift", "sys_reconciler_state",
+				"sys_reconcile_counter", "sys_reconciler_schema"} {
 				snapshottest.Exec(t, url, "DROP TABLE "+tbl)
 			}
 		}
@@ -621,4 +853,24 @@ func TestFleetTables(t *testing.T) {
 			}
 		}
 	})
+}
+
+// TestSQLiteInsertOrReplace: SQLite's INSERT OR REPLACE deletes the row it
+// conflicts with without firing its DELETE trigger; the replaced row's
+// address is journaled all the same.
+func TestSQLiteInsertOrReplace(t *testing.T) {
+	t.Parallel()
+	s, url := snapshottest.NewSQLite(t)
+	db := snapshottest.Connect(t, url)
+	const ins = `INSERT OR REPLACE INTO sys_metadata (id, type, name, organization_id, package_id, metadata)
+VALUES ($1, 'view', 'all', 'org-1', 'crm', '{}')`
+	db.Exec(t, ins, "first")
+	_, c := relist(t, s)
+	db.Exec(t, ins, "second")
+	got, _ := poll(t, s, c)
+	wantAddrs(t, got, "sys_metadata/first", "sys_metadata/second")
+	rows, err := s.Read(ctxT(t), got)
+	if err != nil || len(rows.Metadata) != 1 || rows.Metadata[0].ID != "second" {
+		t.Fatalf("read after replace = %+v, %v", rows.Metadata, err)
+	}
 }

@@ -1,23 +1,20 @@
 // Package snapshot reads the desired state and its revision watermarks from
-// the shared store: the source tables sys_metadata, sys_datasource and
-// sys_connector_credential, the trigger-fed journal sys_reconcile_journal, and
-// the fleet tables. It is implemented for PostgreSQL (pgx) and for SQLite
-// (pure Go), and both pass one conformance suite.
+// the shared store: the source tables sys_metadata and sys_secret (the
+// ObjectStack platform's own, adopted exactly as the platform creates them)
+// and sys_connector_credential (the fleet's), the trigger-fed journal
+// sys_reconcile_journal, the row watermarks sys_reconciler_revision and the
+// fleet tables. It is implemented for PostgreSQL (pgx) and for SQLite (pure
+// Go), and both pass one conformance suite.
+//
+// Migrate never alters a platform table: it creates a source table only
+// where it is absent (in the platform's exact shape), and otherwise adds
+// only row triggers on the source tables and tables of its own. A row's
+// revision comes from one store-wide sequence, stamped by those triggers on
+// every insert, update and delete, so revisions compare across tables;
+// rows that existed before Migrate get theirs at Migrate.
 //
 // Change detection is gap-free: on PostgreSQL the cursor is a pg_snapshot
 // (xmin, xmax, in-progress xids), so a transaction that commits after a later
 // one is still picked up; on SQLite, which has one writer at a time, the
 // cursor is the journal sequence.
 package snapshot
-
-// Open a store from its URL (no I/O happens until first use):
-//
-//	postgres://user:pass@host:5432/db?sslmode=disable   (or postgresql://)
-//	sqlite://relative/path.db                           (relative to the working directory)
-//	sqlite:///absolute/path.db
-//
-// then Migrate (or CheckSchema), Relist once for the rows and a cursor, and
-// Poll from that cursor; Read the rows of the addresses a poll returns. A
-// poll that fails with ErrCursorExpired or ErrCursorRegressed asks for a new
-// Relist. Errors carry the operation and the URL with its password
-// redacted; driver types never leak out.

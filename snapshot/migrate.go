@@ -7,13 +7,63 @@ import (
 	"fmt"
 	"io/fs"
 	"path"
+	"regexp"
 	"sort"
 	"strconv"
 	"strings"
 )
 
-//go:embed migrations/postgres/*.sql migrations/sqlite/*.sql
+//go:embed migrations/postgres/*.sql migrations/sqlite/*.sql migrations/*/tables/*.sql
 var migrationFS embed.FS
+
+// sourceTables are the tables whose rows are desired state, in the order
+// Migrate creates the absent ones.
+var sourceTables = []Table{TableMetadata, TableSecret, TableCredential}
+
+// tableDDL returns the embedded DDL that creates table in its owner's
+// exact shape (migrations/<kind>/tables/<table>.sql). Migrate applies it
+// only where the table is absent.
+func tableDDL(kind string, table Table) (string, error) {
+	return readEmbedded("migrations/" + kind + "/tables/" + string(table) + ".sql")
+}
+
+// triggersFile is the one unversioned file of a kind's migrations: the row
+// triggers on the source tables, idempotent, applied by every Migrate.
+const triggersFile = "triggers.sql"
+
+func triggersDDL(kind string) (string, error) {
+	return readEmbedded("migrations/" + kind + "/" + triggersFile)
+}
+
+// sourceTrigger is one row trigger that triggers.sql puts on a source table.
+type sourceTrigger struct{ name, table string }
+
+var createTriggerRE = regexp.MustCompile(`(?s)CREATE (?:OR REPLACE )?TRIGGER (\w+)\s.*?\sON (\w+)\s`)
+
+// expectedTriggers lists the row triggers of triggers.sql, which
+// CheckSchema requires on the source tables.
+func expectedTriggers(kind string) ([]sourceTrigger, error) {
+	ddl, err := triggersDDL(kind)
+	if err != nil {
+		return nil, err
+	}
+	var out []sourceTrigger
+	for _, m := range createTriggerRE.FindAllStringSubmatch(ddl, -1) {
+		out = append(out, sourceTrigger{name: m[1], table: m[2]})
+	}
+	if len(out) == 0 {
+		return nil, fmt.Errorf("embedded %s/%s creates no trigger", kind, triggersFile)
+	}
+	return out, nil
+}
+
+func readEmbedded(p string) (string, error) {
+	b, err := migrationFS.ReadFile(p)
+	if err != nil {
+		return "", fmt.Errorf("read embedded %s: %w", p, err)
+	}
+	return string(b), nil
+}
 
 // migration is one embedded, versioned SQL file: NNNN_name.sql.
 type migration struct {
@@ -34,6 +84,9 @@ func loadMigrations(kind string) ([]migration, error) {
 	}
 	var ms []migration
 	for _, e := range entries {
+		if e.IsDir() || e.Name() == triggersFile {
+			continue
+		}
 		num, name, ok := strings.Cut(strings.TrimSuffix(e.Name(), ".sql"), "_")
 		v, err := strconv.Atoi(num)
 		if !ok || err != nil {
@@ -61,6 +114,12 @@ func SchemaFingerprint() string {
 		for _, m := range ms {
 			fmt.Fprintf(h, "%s/%d/%s\n%s\n", kind, m.version, m.name, m.sql)
 		}
+		for _, t := range sourceTables {
+			ddl, _ := tableDDL(kind, t)
+			fmt.Fprintf(h, "%s/tables/%s\n%s\n", kind, t, ddl)
+		}
+		trig, _ := triggersDDL(kind)
+		fmt.Fprintf(h, "%s/%s\n%s\n", kind, triggersFile, trig)
 	}
 	return hex.EncodeToString(h.Sum(nil))[:10]
 }

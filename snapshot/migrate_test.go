@@ -3,6 +3,7 @@ package snapshot_test
 import (
 	"context"
 	"errors"
+	"strings"
 	"testing"
 
 	"github.com/objectstack-fleet/reconciler/internal/testdb"
@@ -51,4 +52,30 @@ func TestCheckSchemaMissing(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestMigrateHealsTriggers: a source table that lost its triggers (here:
+// dropped and re-created by its owner) fails CheckSchema naming them; the
+// next Migrate puts them back and its changes surface again.
+func TestMigrateHealsTriggers(t *testing.T) {
+	t.Parallel()
+	snapshottest.Each(t, func(t *testing.T, s snapshot.Store, url string) {
+		ctx := ctxT(t)
+		snapshottest.Exec(t, url, insSecret, "before", "x")
+		snapshottest.Exec(t, url, "DROP TABLE sys_secret")
+		err := s.CheckSchema(ctx)
+		if !errors.Is(err, snapshot.ErrSchema) || !strings.Contains(err.Error(), "on sys_secret") {
+			t.Fatalf("check schema without sys_secret's triggers = %v, want ErrSchema naming them", err)
+		}
+		if err := s.Migrate(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.CheckSchema(ctx); err != nil {
+			t.Fatalf("check schema after migrate: %v", err)
+		}
+		_, c := relist(t, s)
+		snapshottest.Exec(t, url, insSecret, "after", "y")
+		got, _ := poll(t, s, c)
+		wantAddrs(t, got, "sys_secret/after")
+	})
 }

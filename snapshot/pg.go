@@ -16,9 +16,12 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/objectstack-fleet/reconciler/internal/backoff"
 )
 
-// PG is the PostgreSQL store. Its cursor is a pg_snapshot (DESIGN §4).
+// PG is the PostgreSQL store. Its cursor is a pg_snapshot: the xid bounds
+// and in-progress list of the last poll.
 type PG struct {
 	pool *pgxpool.Pool
 	url  string   // redacted
@@ -136,9 +139,12 @@ func (p *PG) Ping(ctx context.Context) error {
 	return p.interpretError("ping", p.pool.Ping(ctx))
 }
 
-// Migrate implements Store: it applies the embedded migrations not yet
-// recorded in sys_reconciler_schema, in one transaction under an advisory
-// lock, so concurrent migrates and repeated runs are harmless.
+// Migrate implements Store: in one transaction under an advisory lock (so
+// concurrent migrates and repeated runs are harmless) it creates the source
+// tables that are absent, in their owner's exact shape, applies the
+// embedded migrations not yet recorded in sys_reconciler_schema (the
+// reconciler's own bookkeeping table), and gives every source row that
+// has none a revision. It never alters an existing source table.
 func (p *PG) Migrate(ctx context.Context) error {
 	ms, err := loadMigrations("postgres")
 	if err != nil {
@@ -157,6 +163,9 @@ CREATE TABLE IF NOT EXISTS sys_reconciler_schema (
 		if err := tx.QueryRow(ctx, "SELECT coalesce(max(version), 0) FROM sys_reconciler_schema").Scan(&have); err != nil {
 			return err
 		}
+		if err := p.createAbsentTables(ctx, tx); err != nil {
+			return err
+		}
 		for _, m := range ms {
 			if m.version <= have {
 				continue
@@ -169,24 +178,102 @@ CREATE TABLE IF NOT EXISTS sys_reconciler_schema (
 			}
 			p.log.InfoContext(ctx, "applied migration", slog.Int("version", m.version), slog.String("name", m.name))
 		}
+		trig, err := triggersDDL("postgres")
+		if err != nil {
+			return err
+		}
+		if _, err := tx.Exec(ctx, trig); err != nil {
+			return fmt.Errorf("create triggers: %w", err)
+		}
+		tag, err := tx.Exec(ctx, pgBackfill)
+		if err != nil {
+			return fmt.Errorf("backfill revisions: %w", err)
+		}
+		if n := tag.RowsAffected(); n > 0 {
+			p.log.InfoContext(ctx, "gave existing rows a revision", slog.Int64("rows", n))
+		}
 		return nil
 	})
 	return p.interpretError("migrate", err)
 }
 
-// CheckSchema implements Store.
+// createAbsentTables creates each source table that the search path does
+// not find, from its embedded DDL.
+func (p *PG) createAbsentTables(ctx context.Context, tx pgx.Tx) error {
+	for _, t := range sourceTables {
+		var exists bool
+		if err := tx.QueryRow(ctx, "SELECT to_regclass($1) IS NOT NULL", string(t)).Scan(&exists); err != nil {
+			return fmt.Errorf("look up table %s: %w", t, err)
+		}
+		if exists {
+			p.log.DebugContext(ctx, "table exists: adopted as it is", slog.String("table", string(t)))
+			continue
+		}
+		ddl, err := tableDDL("postgres", t)
+		if err != nil {
+			return err
+		}
+		if _, err := tx.Exec(ctx, ddl); err != nil {
+			return fmt.Errorf("create table %s: %w", t, err)
+		}
+		p.log.InfoContext(ctx, "created table", slog.String("table", string(t)))
+	}
+	return nil
+}
+
+// pgBackfill gives a revision to every source row that has none: rows
+// written before the triggers existed (a platform database being adopted)
+// or while they were disabled.
+const pgBackfill = `INSERT INTO sys_reconciler_revision (source, key, revision, updated_at)
+SELECT t.source, t.key, nextval('sys_reconcile_revision_seq'), clock_timestamp()
+FROM (
+  SELECT 'sys_metadata' AS source, id::text AS key FROM sys_metadata
+  UNION ALL SELECT 'sys_secret', id::text FROM sys_secret
+  UNION ALL SELECT 'sys_connector_credential', ref FROM sys_connector_credential
+) t
+WHERE NOT EXISTS (SELECT 1 FROM sys_reconciler_revision r WHERE r.source = t.source AND r.key = t.key)
+ON CONFLICT (source, key) DO NOTHING`
+
+// CheckSchema implements Store: the schema version, and the row triggers
+// on the source tables (present and enabled: a source table re-created
+// without them would change unseen).
 func (p *PG) CheckSchema(ctx context.Context) error {
-	var v int
-	err := p.pool.QueryRow(ctx, "SELECT coalesce(max(version), 0) FROM sys_reconciler_schema").Scan(&v)
+	want, err := expectedTriggers("postgres")
+	if err != nil {
+		return err
+	}
+	var tables, names []string
+	for _, tg := range want {
+		tables, names = append(tables, tg.table), append(names, tg.name)
+	}
+	var (
+		v       int
+		missing []string
+	)
+	err = p.pool.QueryRow(ctx, `SELECT coalesce((SELECT max(version) FROM sys_reconciler_schema), 0),
+  ARRAY(SELECT x.name || ' on ' || x.tbl FROM unnest($1::text[], $2::text[]) AS x(tbl, name)
+    WHERE NOT EXISTS (SELECT 1 FROM pg_trigger g
+      WHERE g.tgrelid = to_regclass(x.tbl) AND g.tgname = x.name AND g.tgenabled <> 'D'))`, tables, names).Scan(&v, &missing)
 	if err != nil {
 		return p.interpretError("check schema", err)
 	}
-	return checkVersion(p.url, v)
+	if err := checkVersion(p.url, v); err != nil {
+		return err
+	}
+	return checkTriggers(p.url, missing)
 }
 
 func checkVersion(url string, v int) error {
 	if v < SchemaVersion {
 		return fmt.Errorf("check schema %s: %w: version %d, need %d: run `reconciler migrate`", url, ErrSchema, v, SchemaVersion)
+	}
+	return nil
+}
+
+func checkTriggers(url string, missing []string) error {
+	if len(missing) > 0 {
+		return fmt.Errorf("check schema %s: %w: trigger %s missing or disabled (changes to the table go unseen): run `reconciler migrate`",
+			url, ErrSchema, strings.Join(missing, ", "))
 	}
 	return nil
 }
@@ -276,14 +363,23 @@ func (p *PG) Poll(ctx context.Context, cur Cursor) ([]Address, Cursor, error) {
 	return addrs, Cursor{StoreID: storeID, Seq: max(head, cur.Seq), Snapshot: snap, At: at}, nil
 }
 
+// The source selects: every column the rows carry, the revision and its
+// time from sys_reconciler_revision (a row without one reads revision 0;
+// Migrate backfills them).
 const (
-	pgSelectMetadata   = `SELECT id, organization_id, type, name, state, metadata::text, version, checksum, revision, updated_at FROM sys_metadata`
-	pgSelectCredential = `SELECT ref, value, revision, updated_at FROM sys_connector_credential`
-	pgSelectDatasource = `SELECT name, driver, config::text, pool::text, external::text, active, revision, updated_at FROM sys_datasource`
+	pgSelectMetadata = `SELECT m.id, m.type, m.name, m.organization_id, m.package_id, m.state, m.metadata, m.version,
+  m.checksum, coalesce(r.revision, 0), coalesce(r.updated_at, m.updated_at)
+FROM sys_metadata m LEFT JOIN sys_reconciler_revision r ON r.source = 'sys_metadata' AND r.key = m.id`
+	pgSelectSecret = `SELECT s.id, s.namespace, s.key, s.kms_key_id, s.alg, s.ciphertext, s.organization_id, s.version,
+  coalesce(r.revision, 0), coalesce(r.updated_at, s.updated_at)
+FROM sys_secret s LEFT JOIN sys_reconciler_revision r ON r.source = 'sys_secret' AND r.key = s.id`
+	pgSelectCredential = `SELECT c.ref, c.value, coalesce(r.revision, c.revision), coalesce(r.updated_at, c.updated_at)
+FROM sys_connector_credential c LEFT JOIN sys_reconciler_revision r ON r.source = 'sys_connector_credential' AND r.key = c.ref`
 )
 
-// Relist implements Source: one REPEATABLE READ, read-only transaction; its
-// own pg_current_snapshot() is the cursor.
+// Relist implements Source: one REPEATABLE READ, read-only transaction
+// reads the active sys_metadata rows, every sys_secret and credential row;
+// its own pg_current_snapshot() is the cursor.
 func (p *PG) Relist(ctx context.Context) (Rows, Cursor, error) {
 	var (
 		rows Rows
@@ -297,7 +393,9 @@ FROM sys_reconciler_state WHERE id = 1`).Scan(&c.Snapshot, &c.StoreID, &c.Seq, &
 			return err
 		}
 		b := &pgx.Batch{}
-		queueSelects(b, &rows, pgSelectMetadata+" ORDER BY id", nil, pgSelectCredential+" ORDER BY ref", nil, pgSelectDatasource+" ORDER BY name", nil)
+		queueMetadata(b, &rows, pgSelectMetadata+" WHERE m.state = 'active' ORDER BY m.id")
+		queueSecrets(b, &rows, pgSelectSecret+" ORDER BY s.id")
+		queueCredentials(b, &rows, pgSelectCredential+" ORDER BY c.ref")
 		return tx.SendBatch(ctx, b).Close()
 	})
 	if errors.Is(err, pgx.ErrNoRows) {
@@ -309,97 +407,127 @@ FROM sys_reconciler_state WHERE id = 1`).Scan(&c.Snapshot, &c.StoreID, &c.Seq, &
 	return rows, c, nil
 }
 
-// queueSelects queues up to three selects (a "" query is skipped) whose
-// results are appended to rows.
-func queueSelects(b *pgx.Batch, rows *Rows, qm string, am []any, qc string, ac []any, qd string, ad []any) {
-	if qm != "" {
-		b.Queue(qm, am...).Query(func(r pgx.Rows) error {
-			var err error
-			rows.Metadata, err = pgx.CollectRows(r, func(r pgx.CollectableRow) (MetadataRow, error) {
-				var m MetadataRow
-				var body string
-				var sum *string
-				err := r.Scan(&m.ID, &m.OrganizationID, &m.Type, &m.Name, &m.State, &body, &m.Version, &sum, &m.Revision, &m.UpdatedAt)
-				m.Metadata = json.RawMessage(body)
-				if sum != nil {
-					m.Checksum = *sum
-				}
-				return m, err
-			})
-			return err
-		})
+func str(p *string) string {
+	if p == nil {
+		return ""
 	}
-	if qc != "" {
-		b.Queue(qc, ac...).Query(func(r pgx.Rows) error {
-			var err error
-			rows.Credentials, err = pgx.CollectRows(r, func(r pgx.CollectableRow) (CredentialRow, error) {
-				var c CredentialRow
-				var v *string
-				err := r.Scan(&c.Ref, &v, &c.Revision, &c.UpdatedAt)
-				if v != nil {
-					c.Value = NewSecret(*v)
-				} else {
-					c.Cleared = true
-				}
-				return c, err
-			})
-			return err
-		})
+	return *p
+}
+
+func timeOf(p *time.Time) time.Time {
+	if p == nil {
+		return time.Time{}
 	}
-	if qd != "" {
-		b.Queue(qd, ad...).Query(func(r pgx.Rows) error {
-			var err error
-			rows.Datasources, err = pgx.CollectRows(r, func(r pgx.CollectableRow) (DatasourceRow, error) {
-				var d DatasourceRow
-				var cfg, pool, ext string
-				err := r.Scan(&d.Name, &d.Driver, &cfg, &pool, &ext, &d.Active, &d.Revision, &d.UpdatedAt)
-				d.Config, d.Pool, d.External = json.RawMessage(cfg), json.RawMessage(pool), json.RawMessage(ext)
-				return d, err
-			})
-			return err
-		})
+	return *p
+}
+
+// real4 widens a PostgreSQL real to the float64 of its shortest decimal
+// form, as the platform reads it (2.1, not 2.0999999046325684); NULL is 0.
+func real4(p *float32) float64 {
+	if p == nil {
+		return 0
 	}
+	f, _ := strconv.ParseFloat(strconv.FormatFloat(float64(*p), 'g', -1, 32), 64)
+	return f
+}
+
+func queueMetadata(b *pgx.Batch, rows *Rows, query string, args ...any) {
+	b.Queue(query, args...).Query(func(r pgx.Rows) error {
+		var err error
+		rows.Metadata, err = pgx.CollectRows(r, func(r pgx.CollectableRow) (MetadataRow, error) {
+			var (
+				m                                      MetadataRow
+				typ, name, org, pkg, state, body, csum *string
+				version                                *float32
+				at                                     *time.Time
+			)
+			err := r.Scan(&m.ID, &typ, &name, &org, &pkg, &state, &body, &version, &csum, &m.Revision, &at)
+			m.Type, m.Name, m.OrganizationID, m.PackageID, m.State = str(typ), str(name), str(org), str(pkg), str(state)
+			if body != nil {
+				m.Metadata = json.RawMessage(*body)
+			}
+			m.Version, m.Checksum, m.UpdatedAt = real4(version), str(csum), timeOf(at)
+			return m, err
+		})
+		return err
+	})
+}
+
+func queueSecrets(b *pgx.Batch, rows *Rows, query string, args ...any) {
+	b.Queue(query, args...).Query(func(r pgx.Rows) error {
+		var err error
+		rows.Secrets, err = pgx.CollectRows(r, func(r pgx.CollectableRow) (SecretRow, error) {
+			var (
+				s                                  SecretRow
+				ns, key, kms, alg, ciphertext, org *string
+				version                            *float32
+				at                                 *time.Time
+			)
+			err := r.Scan(&s.ID, &ns, &key, &kms, &alg, &ciphertext, &org, &version, &s.Revision, &at)
+			s.Namespace, s.Key, s.KMSKeyID, s.Alg, s.OrganizationID = str(ns), str(key), str(kms), str(alg), str(org)
+			s.Ciphertext, s.Version, s.UpdatedAt = NewSecret(str(ciphertext)), real4(version), timeOf(at)
+			return s, err
+		})
+		return err
+	})
+}
+
+func queueCredentials(b *pgx.Batch, rows *Rows, query string, args ...any) {
+	b.Queue(query, args...).Query(func(r pgx.Rows) error {
+		var err error
+		rows.Credentials, err = pgx.CollectRows(r, func(r pgx.CollectableRow) (CredentialRow, error) {
+			var c CredentialRow
+			var v *string
+			err := r.Scan(&c.Ref, &v, &c.Revision, &c.UpdatedAt)
+			if v != nil {
+				c.Value = NewSecret(*v)
+			} else {
+				c.Cleared = true
+			}
+			return c, err
+		})
+		return err
+	})
 }
 
 // splitKeys groups addresses by table.
-func splitKeys(addrs []Address) (meta, cred, ds []string, err error) {
+func splitKeys(addrs []Address) (meta, secret, cred []string, err error) {
 	for _, a := range addrs {
 		switch a.Table {
 		case TableMetadata:
 			meta = append(meta, a.Key)
+		case TableSecret:
+			secret = append(secret, a.Key)
 		case TableCredential:
 			cred = append(cred, a.Key)
-		case TableDatasource:
-			ds = append(ds, a.Key)
 		default:
 			return nil, nil, nil, fmt.Errorf("read: unknown table %q", a.Table)
 		}
 	}
-	return meta, cred, ds, nil
+	return meta, secret, cred, nil
 }
 
-// Read implements Source in one round trip (a batch of up to three selects).
+// Read implements Source in one round trip (a batch of up to three
+// selects). Rows are returned whatever their state.
 func (p *PG) Read(ctx context.Context, addrs []Address) (Rows, error) {
-	meta, cred, ds, err := splitKeys(addrs)
+	meta, secret, cred, err := splitKeys(addrs)
 	if err != nil {
 		return Rows{}, err
 	}
 	var rows Rows
 	b := &pgx.Batch{}
-	var qm, qc, qd string
 	if len(meta) > 0 {
-		qm = pgSelectMetadata + " WHERE id = ANY($1) ORDER BY id"
+		queueMetadata(b, &rows, pgSelectMetadata+" WHERE m.id = ANY($1) ORDER BY m.id", meta)
+	}
+	if len(secret) > 0 {
+		queueSecrets(b, &rows, pgSelectSecret+" WHERE s.id = ANY($1) ORDER BY s.id", secret)
 	}
 	if len(cred) > 0 {
-		qc = pgSelectCredential + " WHERE ref = ANY($1) ORDER BY ref"
+		queueCredentials(b, &rows, pgSelectCredential+" WHERE c.ref = ANY($1) ORDER BY c.ref", cred)
 	}
-	if len(ds) > 0 {
-		qd = pgSelectDatasource + " WHERE name = ANY($1) ORDER BY name"
-	}
-	if b.Len() == 0 && qm == "" && qc == "" && qd == "" {
+	if b.Len() == 0 {
 		return rows, nil
 	}
-	queueSelects(b, &rows, qm, []any{meta}, qc, []any{cred}, qd, []any{ds})
 	if err := p.pool.SendBatch(ctx, b).Close(); err != nil {
 		return Rows{}, p.interpretError("read", err)
 	}
@@ -408,7 +536,8 @@ func (p *PG) Read(ctx context.Context, addrs []Address) (Rows, error) {
 
 // Prune implements Source. Only entries of transactions older than every
 // open one (xid below the current xmin) are deleted, so the recorded
-// horizon (the highest pruned xid) is exact.
+// horizon (the highest pruned xid) is exact. It also drops the revisions of
+// rows deleted longer ago than retention.
 func (p *PG) Prune(ctx context.Context, retention time.Duration) (int64, error) {
 	var n int64
 	err := pgx.BeginFunc(ctx, p.pool, func(tx pgx.Tx) error {
@@ -416,7 +545,7 @@ func (p *PG) Prune(ctx context.Context, retention time.Duration) (int64, error) 
 		if err := tx.QueryRow(ctx, "SELECT pg_try_advisory_xact_lock($1)", lockPrune).Scan(&got); err != nil || !got {
 			return err
 		}
-		return tx.QueryRow(ctx, `WITH d AS (
+		if err := tx.QueryRow(ctx, `WITH d AS (
   DELETE FROM sys_reconcile_journal
   WHERE at <= now() - make_interval(secs => $1) AND xid < pg_snapshot_xmin(pg_current_snapshot())
   RETURNING xid, seq
@@ -425,13 +554,28 @@ UPDATE sys_reconciler_state st
 SET pruned_xid = greatest(st.pruned_xid, m.xid), pruned_seq = greatest(st.pruned_seq, m.seq),
   pruned_at = CASE WHEN m.n > 0 THEN now() ELSE st.pruned_at END
 FROM m WHERE st.id = 1
-RETURNING m.n`, retention.Seconds()).Scan(&n)
+RETURNING m.n`, retention.Seconds()).Scan(&n); err != nil {
+			return err
+		}
+		_, err := tx.Exec(ctx, pgPruneTombstones, retention.Seconds())
+		return err
 	})
 	if err != nil {
 		return 0, p.interpretError("prune journal", err)
 	}
 	return n, nil
 }
+
+// pgPruneTombstones deletes the revisions of deleted rows last changed
+// before the retention. A concurrent re-insert updates the revision row
+// first, so the row is re-checked with a fresh updated_at and kept.
+const pgPruneTombstones = `DELETE FROM sys_reconciler_revision r
+WHERE r.updated_at <= now() - make_interval(secs => $1)
+  AND NOT CASE r.source
+    WHEN 'sys_metadata' THEN EXISTS (SELECT 1 FROM sys_metadata m WHERE m.id = r.key)
+    WHEN 'sys_secret' THEN EXISTS (SELECT 1 FROM sys_secret s WHERE s.id = r.key)
+    WHEN 'sys_connector_credential' THEN EXISTS (SELECT 1 FROM sys_connector_credential c WHERE c.ref = r.key)
+    ELSE false END`
 
 // Stall implements Source.
 func (p *PG) Stall(ctx context.Context, cur Cursor, minAge time.Duration) (Stall, error) {
@@ -544,22 +688,19 @@ ON CONFLICT (replica_id) DO UPDATE SET at = EXCLUDED.at, report = EXCLUDED.repor
 // every (re)connect too, since hints may have been missed meanwhile.
 func (p *PG) Listen(ctx context.Context, wake func()) error {
 	cfg := p.pool.Config().ConnConfig.Copy()
-	const minBackoff, maxBackoff = 100 * time.Millisecond, 30 * time.Second
-	backoff := minBackoff
+	retry := backoff.Policy{Base: 100 * time.Millisecond, Max: 30 * time.Second, Jitter: 0.2}
+	failures := 0
 	for {
-		err := p.listenOnce(ctx, cfg, wake, func() { backoff = minBackoff })
+		err := p.listenOnce(ctx, cfg, wake, func() { failures = 0 })
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
-		p.log.WarnContext(ctx, "hint listener disconnected", slog.Any("err", p.interpretError("listen", err)), slog.Duration("retry_in", backoff))
-		t := time.NewTimer(backoff)
-		select {
-		case <-ctx.Done():
-			t.Stop()
+		failures++
+		delay := retry.Delay(failures)
+		p.log.WarnContext(ctx, "hint listener disconnected", slog.Any("err", p.interpretError("listen", err)), slog.Duration("retry_in", delay))
+		if !backoff.Wait(ctx, delay) {
 			return ctx.Err()
-		case <-t.C:
 		}
-		backoff = min(backoff*2, maxBackoff)
 	}
 }
 

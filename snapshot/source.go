@@ -9,15 +9,18 @@ import (
 // Table names a source table whose rows are desired state.
 type Table string
 
-// The source tables (DESIGN §3).
+// The source tables. sys_metadata and sys_secret are the platform's own
+// (ObjectStack 17.4), adopted as they are; sys_connector_credential is the
+// fleet's credential table.
 const (
 	TableMetadata   Table = "sys_metadata"
+	TableSecret     Table = "sys_secret"
 	TableCredential Table = "sys_connector_credential"
-	TableDatasource Table = "sys_datasource"
 )
 
-// Address is the key of one source row: a metadata id, a credential ref or a
-// datasource name. Journal entries are addresses only; callers re-read rows.
+// Address is the key of one source row: a sys_metadata id, a sys_secret id
+// or a credential ref. Journal entries are addresses only; callers re-read
+// rows.
 type Address struct {
 	Table Table  `json:"table"`
 	Key   string `json:"key"`
@@ -53,18 +56,44 @@ func (c Cursor) String() string {
 	return "seq:" + itoa(c.Seq)
 }
 
-// MetadataRow is one sys_metadata row.
+// MetadataRow is one sys_metadata row, as the platform writes it. NULL text
+// columns read as "".
 type MetadataRow struct {
-	ID             string          `json:"id"`
-	OrganizationID string          `json:"organization_id"`
-	Type           string          `json:"type"`
-	Name           string          `json:"name"`
-	State          string          `json:"state"`
-	Metadata       json.RawMessage `json:"metadata"`
-	Version        int64           `json:"version"`
-	Checksum       string          `json:"checksum,omitempty"` // "" when NULL
-	Revision       int64           `json:"revision"`
-	UpdatedAt      time.Time       `json:"updated_at"`
+	ID             string `json:"id"`
+	Type           string `json:"type"`
+	Name           string `json:"name"`
+	OrganizationID string `json:"organization_id,omitempty"`
+	PackageID      string `json:"package_id,omitempty"`
+	// State is the platform's lifecycle state: only "active" rows are
+	// desired; "draft", "archived", "deprecated", "inactive" and others are
+	// not.
+	State string `json:"state"`
+	// Metadata is the body exactly as stored: JSON text in any key order, or
+	// anything else a writer put there (the loop holds a body that is not a
+	// JSON object).
+	Metadata json.RawMessage `json:"metadata"`
+	// Version is the platform's real-valued version column (0 when NULL).
+	Version  float64 `json:"version"`
+	Checksum string  `json:"checksum,omitempty"` // "" when NULL
+	// Revision is the row's watermark from sys_reconciler_revision.
+	Revision  int64     `json:"revision"`
+	UpdatedAt time.Time `json:"updated_at"`
+}
+
+// SecretRow is one sys_secret row: an encrypted platform secret.
+// Ciphertext is a Secret so that it cannot be printed by accident.
+type SecretRow struct {
+	ID             string  `json:"id"`
+	Namespace      string  `json:"namespace,omitempty"`
+	Key            string  `json:"key,omitempty"`
+	KMSKeyID       string  `json:"kms_key_id,omitempty"`
+	Alg            string  `json:"alg,omitempty"`
+	Ciphertext     Secret  `json:"-"`
+	OrganizationID string  `json:"organization_id,omitempty"`
+	Version        float64 `json:"version"`
+	// Revision is the row's watermark from sys_reconciler_revision.
+	Revision  int64     `json:"revision"`
+	UpdatedAt time.Time `json:"updated_at"`
 }
 
 // CredentialRow is one sys_connector_credential row. Value is a Secret so
@@ -77,28 +106,16 @@ type CredentialRow struct {
 	UpdatedAt time.Time `json:"updated_at"`
 }
 
-// DatasourceRow is one sys_datasource row.
-type DatasourceRow struct {
-	Name      string          `json:"name"`
-	Driver    string          `json:"driver"`
-	Config    json.RawMessage `json:"config"`
-	Pool      json.RawMessage `json:"pool"`
-	External  json.RawMessage `json:"external"`
-	Active    bool            `json:"active"`
-	Revision  int64           `json:"revision"`
-	UpdatedAt time.Time       `json:"updated_at"`
-}
-
 // Rows is a set of current source rows. A key asked for in Read but absent
 // from Rows has been deleted.
 type Rows struct {
 	Metadata    []MetadataRow
+	Secrets     []SecretRow
 	Credentials []CredentialRow
-	Datasources []DatasourceRow
 }
 
 // Len is the number of rows of all tables.
-func (r Rows) Len() int { return len(r.Metadata) + len(r.Credentials) + len(r.Datasources) }
+func (r Rows) Len() int { return len(r.Metadata) + len(r.Secrets) + len(r.Credentials) }
 
 // Blocker is an open writing transaction that holds back changes: they will
 // apply when it commits. No query text is reported (it may hold secrets).
@@ -150,11 +167,12 @@ type Source interface {
 	// past cur were pruned and ErrCursorRegressed when the store went
 	// backwards or is another store; the caller must Relist.
 	Poll(ctx context.Context, cur Cursor) ([]Address, Cursor, error)
-	// Read returns the current rows for the addresses (any table); missing
-	// keys were deleted.
+	// Read returns the current rows for the addresses (any table), whatever
+	// their state; missing keys were deleted.
 	Read(ctx context.Context, addrs []Address) (Rows, error)
-	// Relist reads every row of the source tables in one consistent snapshot
-	// and returns the cursor that resumes exactly after it.
+	// Relist reads, in one consistent snapshot, every sys_metadata row in
+	// state "active", every sys_secret row and every credential row, and
+	// returns the cursor that resumes exactly after it.
 	Relist(ctx context.Context) (Rows, Cursor, error)
 	// Prune deletes journal entries older than retention, records the pruned
 	// horizon and returns how many were deleted. Safe to call from every

@@ -8,6 +8,8 @@ import (
 	"fmt"
 	"log/slog"
 	"net/url"
+	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -133,7 +135,10 @@ func (s *SQLite) writeTx(ctx context.Context, f func(c *sql.Conn) error) (err er
 	return err
 }
 
-// Migrate implements Store.
+// Migrate implements Store: in one write transaction it creates the
+// source tables that are absent, applies the embedded migrations not yet
+// recorded in sys_reconciler_schema and gives every source row that has
+// none a revision. It never alters an existing source table.
 func (s *SQLite) Migrate(ctx context.Context) error {
 	ms, err := loadMigrations("sqlite")
 	if err != nil {
@@ -149,6 +154,9 @@ func (s *SQLite) Migrate(ctx context.Context) error {
 		if err := c.QueryRowContext(ctx, "SELECT coalesce(max(version), 0) FROM sys_reconciler_schema").Scan(&have); err != nil {
 			return err
 		}
+		if err := s.createAbsentTables(ctx, c); err != nil {
+			return err
+		}
 		for _, m := range ms {
 			if m.version <= have {
 				continue
@@ -161,18 +169,84 @@ func (s *SQLite) Migrate(ctx context.Context) error {
 			}
 			s.log.InfoContext(ctx, "applied migration", slog.Int("version", m.version), slog.String("name", m.name))
 		}
+		trig, err := triggersDDL("sqlite")
+		if err != nil {
+			return err
+		}
+		if _, err := c.ExecContext(ctx, trig); err != nil {
+			return fmt.Errorf("create triggers: %w", err)
+		}
+		if _, err := c.ExecContext(ctx, sqliteBackfill); err != nil {
+			return fmt.Errorf("backfill revisions: %w", err)
+		}
 		return nil
 	})
 	return s.interpretError("migrate", err)
 }
 
-// CheckSchema implements Store.
+// createAbsentTables creates each source table that is absent from its
+// embedded DDL.
+func (s *SQLite) createAbsentTables(ctx context.Context, c *sql.Conn) error {
+	for _, t := range sourceTables {
+		var n int
+		if err := c.QueryRowContext(ctx, "SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = ?", string(t)).Scan(&n); err != nil {
+			return fmt.Errorf("look up table %s: %w", t, err)
+		}
+		if n > 0 {
+			s.log.DebugContext(ctx, "table exists: adopted as it is", slog.String("table", string(t)))
+			continue
+		}
+		ddl, err := tableDDL("sqlite", t)
+		if err != nil {
+			return err
+		}
+		if _, err := c.ExecContext(ctx, ddl); err != nil {
+			return fmt.Errorf("create table %s: %w", t, err)
+		}
+		s.log.InfoContext(ctx, "created table", slog.String("table", string(t)))
+	}
+	return nil
+}
+
+// sqliteBackfill gives a revision (and a journal entry) to every source row
+// that has none: rows written before the triggers existed.
+const sqliteBackfill = `INSERT INTO sys_reconcile_change (source, key, op)
+SELECT t.source, t.key, 'update' FROM (
+  SELECT 'sys_metadata' AS source, id AS key FROM sys_metadata
+  UNION ALL SELECT 'sys_secret', id FROM sys_secret
+  UNION ALL SELECT 'sys_connector_credential', ref FROM sys_connector_credential
+) t
+WHERE NOT EXISTS (SELECT 1 FROM sys_reconciler_revision r WHERE r.source = t.source AND r.key = t.key)`
+
+// CheckSchema implements Store: the schema version and the row triggers
+// on the source tables.
 func (s *SQLite) CheckSchema(ctx context.Context) error {
+	want, err := expectedTriggers("sqlite")
+	if err != nil {
+		return err
+	}
 	var v int
 	if err := s.db.QueryRowContext(ctx, "SELECT coalesce(max(version), 0) FROM sys_reconciler_schema").Scan(&v); err != nil {
 		return s.interpretError("check schema", err)
 	}
-	return checkVersion(s.url, v)
+	if err := checkVersion(s.url, v); err != nil {
+		return err
+	}
+	have, err := sqliteSelect(ctx, s.db, "SELECT name || ' on ' || tbl_name FROM sqlite_master WHERE type = 'trigger'", nil,
+		func(r *sql.Rows) (string, error) {
+			var n string
+			return n, r.Scan(&n)
+		})
+	if err != nil {
+		return s.interpretError("check schema", err)
+	}
+	var missing []string
+	for _, tg := range want {
+		if n := tg.name + " on " + tg.table; !slices.Contains(have, n) {
+			missing = append(missing, n)
+		}
+	}
+	return checkTriggers(s.url, missing)
 }
 
 const sqliteHead = `max(coalesce((SELECT max(seq) FROM sys_reconcile_journal), 0), st.pruned_seq)`
@@ -230,10 +304,16 @@ func parseSQLiteTime(s string) time.Time {
 	return t.UTC()
 }
 
+// The source selects, as on PostgreSQL.
 const (
-	sqSelectMetadata   = `SELECT id, organization_id, type, name, state, metadata, version, checksum, revision, updated_at FROM sys_metadata`
-	sqSelectCredential = `SELECT ref, value, revision, updated_at FROM sys_connector_credential`
-	sqSelectDatasource = `SELECT name, driver, config, pool, external, active, revision, updated_at FROM sys_datasource`
+	sqSelectMetadata = `SELECT m.id, m.type, m.name, m.organization_id, m.package_id, m.state, m.metadata, m.version,
+  m.checksum, coalesce(r.revision, 0), coalesce(r.updated_at, m.updated_at)
+FROM sys_metadata m LEFT JOIN sys_reconciler_revision r ON r.source = 'sys_metadata' AND r.key = m.id`
+	sqSelectSecret = `SELECT s.id, s.namespace, s.key, s.kms_key_id, s.alg, s.ciphertext, s.organization_id, s.version,
+  coalesce(r.revision, 0), coalesce(r.updated_at, s.updated_at)
+FROM sys_secret s LEFT JOIN sys_reconciler_revision r ON r.source = 'sys_secret' AND r.key = s.id`
+	sqSelectCredential = `SELECT c.ref, c.value, coalesce(r.revision, c.revision), coalesce(r.updated_at, c.updated_at)
+FROM sys_connector_credential c LEFT JOIN sys_reconciler_revision r ON r.source = 'sys_connector_credential' AND r.key = c.ref`
 )
 
 type querier interface {
@@ -257,34 +337,66 @@ func sqliteSelect[T any](ctx context.Context, q querier, query string, args []an
 	return out, rows.Err()
 }
 
+// SQLite stores any value in any column, so the scans take what a writer
+// put there without failing the read: text of any kind as its bytes, a
+// number where text is expected as its text, text where a number is
+// expected as 0 unless it parses.
+
+// sqliteFloat reads a REAL column whatever is stored in it.
+func sqliteFloat(v any) float64 {
+	switch x := v.(type) {
+	case float64:
+		return x
+	case int64:
+		return float64(x)
+	case string:
+		f, _ := strconv.ParseFloat(strings.TrimSpace(x), 64)
+		return f
+	case []byte:
+		f, _ := strconv.ParseFloat(strings.TrimSpace(string(x)), 64)
+		return f
+	}
+	return 0
+}
+
 func scanSQLiteMetadata(r *sql.Rows) (MetadataRow, error) {
-	var m MetadataRow
-	var body, at string
-	var sum sql.NullString
-	err := r.Scan(&m.ID, &m.OrganizationID, &m.Type, &m.Name, &m.State, &body, &m.Version, &sum, &m.Revision, &at)
-	m.Metadata, m.Checksum, m.UpdatedAt = json.RawMessage(body), sum.String, parseSQLiteTime(at)
+	var (
+		m                                              MetadataRow
+		id, typ, name, org, pkg, state, body, csum, at sql.NullString
+		version                                        any
+	)
+	err := r.Scan(&id, &typ, &name, &org, &pkg, &state, &body, &version, &csum, &m.Revision, &at)
+	m.ID, m.Type, m.Name, m.OrganizationID, m.PackageID = id.String, typ.String, name.String, org.String, pkg.String
+	m.State, m.Version, m.Checksum, m.UpdatedAt = state.String, sqliteFloat(version), csum.String, parseSQLiteTime(at.String)
+	if body.Valid {
+		m.Metadata = json.RawMessage(body.String)
+	}
 	return m, err
+}
+
+func scanSQLiteSecret(r *sql.Rows) (SecretRow, error) {
+	var (
+		s                                          SecretRow
+		id, ns, key, kms, alg, ciphertext, org, at sql.NullString
+		version                                    any
+	)
+	err := r.Scan(&id, &ns, &key, &kms, &alg, &ciphertext, &org, &version, &s.Revision, &at)
+	s.ID, s.Namespace, s.Key, s.KMSKeyID, s.Alg = id.String, ns.String, key.String, kms.String, alg.String
+	s.Ciphertext, s.OrganizationID = NewSecret(ciphertext.String), org.String
+	s.Version, s.UpdatedAt = sqliteFloat(version), parseSQLiteTime(at.String)
+	return s, err
 }
 
 func scanSQLiteCredential(r *sql.Rows) (CredentialRow, error) {
 	var c CredentialRow
-	var v sql.NullString
-	var at string
-	err := r.Scan(&c.Ref, &v, &c.Revision, &at)
-	c.Value, c.Cleared, c.UpdatedAt = NewSecret(v.String), !v.Valid, parseSQLiteTime(at)
+	var ref, v, at sql.NullString
+	err := r.Scan(&ref, &v, &c.Revision, &at)
+	c.Ref, c.Value, c.Cleared, c.UpdatedAt = ref.String, NewSecret(v.String), !v.Valid, parseSQLiteTime(at.String)
 	return c, err
 }
 
-func scanSQLiteDatasource(r *sql.Rows) (DatasourceRow, error) {
-	var d DatasourceRow
-	var cfg, pool, ext, at string
-	err := r.Scan(&d.Name, &d.Driver, &cfg, &pool, &ext, &d.Active, &d.Revision, &at)
-	d.Config, d.Pool, d.External = json.RawMessage(cfg), json.RawMessage(pool), json.RawMessage(ext)
-	d.UpdatedAt = parseSQLiteTime(at)
-	return d, err
-}
-
-// Relist implements Source in one read transaction.
+// Relist implements Source in one read transaction: the active
+// sys_metadata rows, every sys_secret and credential row.
 func (s *SQLite) Relist(ctx context.Context) (Rows, Cursor, error) {
 	tx, err := s.db.BeginTx(ctx, &sql.TxOptions{ReadOnly: true})
 	if err != nil {
@@ -303,13 +415,13 @@ FROM sys_reconciler_state st WHERE id = 1`).Scan(&c.StoreID, &c.Seq, &at)
 	}
 	if err == nil {
 		c.At = parseSQLiteTime(at)
-		rows.Metadata, err = sqliteSelect(ctx, tx, sqSelectMetadata+" ORDER BY id", nil, scanSQLiteMetadata)
+		rows.Metadata, err = sqliteSelect(ctx, tx, sqSelectMetadata+" WHERE m.state = 'active' ORDER BY m.id", nil, scanSQLiteMetadata)
 	}
 	if err == nil {
-		rows.Credentials, err = sqliteSelect(ctx, tx, sqSelectCredential+" ORDER BY ref", nil, scanSQLiteCredential)
+		rows.Secrets, err = sqliteSelect(ctx, tx, sqSelectSecret+" ORDER BY s.id", nil, scanSQLiteSecret)
 	}
 	if err == nil {
-		rows.Datasources, err = sqliteSelect(ctx, tx, sqSelectDatasource+" ORDER BY name", nil, scanSQLiteDatasource)
+		rows.Credentials, err = sqliteSelect(ctx, tx, sqSelectCredential+" ORDER BY c.ref", nil, scanSQLiteCredential)
 	}
 	if err != nil {
 		return Rows{}, Cursor{}, s.interpretError("relist", err)
@@ -324,14 +436,14 @@ func jsonKeys(keys []string) string {
 	return string(b)
 }
 
-// Read implements Source in one read transaction.
+// Read implements Source in one read transaction, whatever the rows' state.
 func (s *SQLite) Read(ctx context.Context, addrs []Address) (Rows, error) {
-	meta, cred, ds, err := splitKeys(addrs)
+	meta, secret, cred, err := splitKeys(addrs)
 	if err != nil {
 		return Rows{}, err
 	}
 	var rows Rows
-	if len(meta)+len(cred)+len(ds) == 0 {
+	if len(meta)+len(secret)+len(cred) == 0 {
 		return rows, nil
 	}
 	tx, err := s.db.BeginTx(ctx, &sql.TxOptions{ReadOnly: true})
@@ -341,13 +453,13 @@ func (s *SQLite) Read(ctx context.Context, addrs []Address) (Rows, error) {
 	defer func() { _ = tx.Rollback() }()
 	const in = " IN (SELECT value FROM json_each(?))"
 	if len(meta) > 0 {
-		rows.Metadata, err = sqliteSelect(ctx, tx, sqSelectMetadata+" WHERE id"+in+" ORDER BY id", []any{jsonKeys(meta)}, scanSQLiteMetadata)
+		rows.Metadata, err = sqliteSelect(ctx, tx, sqSelectMetadata+" WHERE m.id"+in+" ORDER BY m.id", []any{jsonKeys(meta)}, scanSQLiteMetadata)
+	}
+	if err == nil && len(secret) > 0 {
+		rows.Secrets, err = sqliteSelect(ctx, tx, sqSelectSecret+" WHERE s.id"+in+" ORDER BY s.id", []any{jsonKeys(secret)}, scanSQLiteSecret)
 	}
 	if err == nil && len(cred) > 0 {
-		rows.Credentials, err = sqliteSelect(ctx, tx, sqSelectCredential+" WHERE ref"+in+" ORDER BY ref", []any{jsonKeys(cred)}, scanSQLiteCredential)
-	}
-	if err == nil && len(ds) > 0 {
-		rows.Datasources, err = sqliteSelect(ctx, tx, sqSelectDatasource+" WHERE name"+in+" ORDER BY name", []any{jsonKeys(ds)}, scanSQLiteDatasource)
+		rows.Credentials, err = sqliteSelect(ctx, tx, sqSelectCredential+" WHERE c.ref"+in+" ORDER BY c.ref", []any{jsonKeys(cred)}, scanSQLiteCredential)
 	}
 	if err != nil {
 		return Rows{}, s.interpretError("read", err)
@@ -356,12 +468,16 @@ func (s *SQLite) Read(ctx context.Context, addrs []Address) (Rows, error) {
 }
 
 // Prune implements Source: it deletes up to the newest entry older than
-// retention and records that seq as the horizon. The write lock makes it
-// one replica at a time.
+// retention and records that seq as the horizon, and drops the revisions
+// of rows deleted longer ago than retention. The write lock makes it one
+// replica at a time.
 func (s *SQLite) Prune(ctx context.Context, retention time.Duration) (int64, error) {
 	var n int64
 	cutoff := time.Now().UTC().Add(-retention).Format(sqliteTime)
 	err := s.writeTx(ctx, func(c *sql.Conn) error {
+		if _, err := c.ExecContext(ctx, sqlitePruneTombstones, cutoff); err != nil {
+			return err
+		}
 		var upTo int64
 		if err := c.QueryRowContext(ctx, "SELECT coalesce(max(seq), 0) FROM sys_reconcile_journal WHERE at <= ?", cutoff).Scan(&upTo); err != nil {
 			return err
@@ -383,6 +499,16 @@ func (s *SQLite) Prune(ctx context.Context, retention time.Duration) (int64, err
 	}
 	return n, nil
 }
+
+// sqlitePruneTombstones deletes the revisions of deleted rows last changed
+// before the cutoff.
+const sqlitePruneTombstones = `DELETE FROM sys_reconciler_revision
+WHERE updated_at <= ?
+  AND NOT CASE source
+    WHEN 'sys_metadata' THEN EXISTS (SELECT 1 FROM sys_metadata m WHERE m.id = sys_reconciler_revision.key)
+    WHEN 'sys_secret' THEN EXISTS (SELECT 1 FROM sys_secret s WHERE s.id = sys_reconciler_revision.key)
+    WHEN 'sys_connector_credential' THEN EXISTS (SELECT 1 FROM sys_connector_credential c WHERE c.ref = sys_reconciler_revision.key)
+    ELSE 0 END`
 
 // Stall implements Source. SQLite has no concurrent writers to name.
 func (s *SQLite) Stall(ctx context.Context, cur Cursor, _ time.Duration) (Stall, error) {

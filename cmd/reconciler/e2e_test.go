@@ -265,7 +265,7 @@ replica_id: sig
 	})
 	t.Logf("applied %s after SIGHUP", took.Round(time.Millisecond))
 
-	// The metric names of the contract (DESIGN §7), with their labels.
+	// The metric names of the contract, with their labels.
 	code, metrics := d.request("GET", "/metrics")
 	for _, want := range []string{
 		`reconciler_materializations_total{kind="engine",result="ready"} 1`,
@@ -336,48 +336,5 @@ replica_id: sig
 	}
 	if stopped, ok := heartbeat(t, url, "sig"); !ok || !stopped {
 		t.Fatalf("heartbeat found %v stopped %v", ok, stopped)
-	}
-}
-
-// TestSecondSignalExitsAtOnce: the first SIGTERM waits for the pass in
-// flight (here a materialization stuck on an upstream that never answers);
-// a second one exits at once with code 1.
-func TestSecondSignalExitsAtOnce(t *testing.T) {
-	t.Parallel()
-	reached := make(chan struct{}, 1)
-	release := make(chan struct{})
-	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		select {
-		case reached <- struct{}{}:
-		default:
-		}
-		<-release
-	}))
-	t.Cleanup(up.Close)
-	t.Cleanup(func() { close(release) })
-	dir := t.TempDir()
-	store := "sqlite://" + filepath.Join(dir, "store.db")
-	d := startDaemon(t, daemonOpts{dir: dir, args: []string{"--store.url", store, "--poll.interval", "100ms",
-		"--apply.timeout", "1h", "--drift.schedule", "", "--resync.interval", "0s"}})
-	eventually(t, 60*time.Second, "ready", func() bool { code, _ := d.request("GET", "/readyz"); return code == 200 })
-	snapshottest.Exec(t, store, `INSERT INTO sys_metadata (id, type, name, metadata) VALUES ('c', 'connector', 'stuck', $1)`,
-		`{"provider":"rest","providerConfig":{"baseUrl":"`+up.URL+`","timeout":"1h"},"auth":{"type":"none"},"enabled":true}`)
-	select {
-	case <-reached:
-	case <-time.After(60 * time.Second):
-		t.Fatal("the connector's probe never reached upstream")
-	}
-	d.signal(syscall.SIGTERM)
-	eventually(t, 10*time.Second, "first stop signal logged", func() bool {
-		return strings.Contains(d.out.String(), "finishing the pass in flight")
-	})
-	select {
-	case <-d.done:
-		t.Fatalf("exited (%d) on the first signal while a pass was in flight", d.code)
-	default:
-	}
-	d.signal(syscall.SIGTERM)
-	if code := d.wait(10 * time.Second); code != 1 {
-		t.Fatalf("second signal: exit %d, want 1", code)
 	}
 }

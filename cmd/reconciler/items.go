@@ -55,7 +55,7 @@ func runItems(ctx context.Context, c *cli, fs *pflag.FlagSet) error {
 	if len(q) > 0 {
 		path += "?" + q.Encode()
 	}
-	var entries []registry.Entry
+	var entries []itemRow
 	var raw []byte
 	if err := cl.do(ctx, "GET", path, &entries, &raw); err != nil {
 		return err
@@ -66,11 +66,23 @@ func runItems(ctx context.Context, c *cli, fs *pflag.FlagSet) error {
 	}
 	now := time.Now()
 	w := tabwriter.NewWriter(c.stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(w, "KIND\tKEY\tSTATE\tREVISION\tSERVING\tSINCE\tREASON")
+	withReplica := false
+	for _, e := range entries {
+		withReplica = withReplica || e.Replica != nil
+	}
+	if withReplica {
+		fmt.Fprintln(w, "KIND\tKEY\tSTATE\tREVISION\tSERVING\tSINCE\tREPLICA\tREASON")
+	} else {
+		fmt.Fprintln(w, "KIND\tKEY\tSTATE\tREVISION\tSERVING\tSINCE\tREASON")
+	}
 	for _, e := range entries {
 		serving := "-"
 		if e.ServingRevision != 0 {
 			serving = fmt.Sprint(e.ServingRevision)
+		}
+		if withReplica {
+			fmt.Fprintf(w, "%s\t%s\t%s\t%d\t%s\t%s\t%s\t%s\n", clean(string(e.Kind)), clean(e.Key), clean(string(e.State)), e.Revision, serving, age(now, e.Since), e.replica(), dash(e.Reason))
+			continue
 		}
 		fmt.Fprintf(w, "%s\t%s\t%s\t%d\t%s\t%s\t%s\n", clean(string(e.Kind)), clean(e.Key), clean(string(e.State)), e.Revision, serving, age(now, e.Since), dash(e.Reason))
 	}
@@ -81,4 +93,30 @@ func runItems(ctx context.Context, c *cli, fs *pflag.FlagSet) error {
 		fmt.Fprintln(c.stdout, "(no entries)")
 	}
 	return nil
+}
+
+// itemRow is one entry of /v1/items with its replica state, if any.
+type itemRow struct {
+	registry.Entry
+	Replica *struct {
+		State    string `json:"state"`
+		Attempts int    `json:"attempts"`
+		Error    string `json:"error"`
+		Remedy   string `json:"remedy"`
+	} `json:"replica"`
+}
+
+// replica prints the replica state: "in-sync", "nudged×3", "stale:
+// <remedy>".
+func (e itemRow) replica() string {
+	r := e.Replica
+	switch {
+	case r == nil:
+		return "-"
+	case r.State == "nudged" && r.Attempts > 0:
+		return fmt.Sprintf("nudged×%d", r.Attempts)
+	case r.State == "stale" && r.Remedy != "":
+		return clean("stale: " + r.Remedy)
+	}
+	return clean(r.State)
 }

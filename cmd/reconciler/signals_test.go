@@ -6,8 +6,10 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -20,7 +22,7 @@ import (
 // answer keeps the daemon in its startup).
 type heldProxy struct {
 	ln        net.Listener
-	accepted  chan struct{} // receives once a connection is waiting
+	accepted  atomic.Bool // a connection is waiting (or was)
 	release   chan struct{}
 	releaseMu sync.Once
 	wg        sync.WaitGroup
@@ -32,7 +34,7 @@ func newHeldProxy(t *testing.T, target string) *heldProxy {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := &heldProxy{ln: ln, accepted: make(chan struct{}, 1), release: make(chan struct{})}
+	p := &heldProxy{ln: ln, release: make(chan struct{})}
 	var mu sync.Mutex
 	var conns []net.Conn
 	track := func(c net.Conn) {
@@ -49,10 +51,7 @@ func newHeldProxy(t *testing.T, target string) *heldProxy {
 				return
 			}
 			track(c)
-			select {
-			case p.accepted <- struct{}{}:
-			default:
-			}
+			p.accepted.Store(true)
 			p.wg.Add(1)
 			go func() {
 				defer p.wg.Done()
@@ -107,12 +106,7 @@ func TestSignalBurstDuringStartup(t *testing.T) {
 
 	// The daemon has read its configuration and waits on the store.
 	eventually(t, 60*time.Second, "startup waiting on the store", func() bool {
-		select {
-		case <-proxy.accepted:
-			return strings.Contains(d.out.String(), `"msg":"starting"`)
-		default:
-			return false
-		}
+		return proxy.accepted.Load() && strings.Contains(d.out.String(), `"msg":"starting"`)
 	})
 	sent := 0
 	burst := func() {
@@ -158,11 +152,11 @@ func TestSignalBurstDuringStartup(t *testing.T) {
 	}
 }
 
-// TestStopBoundWithHungProbe: SIGTERM while a connector's probe waits on an
-// upstream that never answers (apply.timeout is an hour): the daemon exits
-// 0 within 5 s of the signal, with a stopped heartbeat.
-func TestStopBoundWithHungProbe(t *testing.T) {
-	t.Parallel()
+// startStuck starts a daemon on store whose connector's probe then waits on
+// an upstream that never answers while the test runs (apply.timeout is an
+// hour), and returns once the probe has reached it.
+func startStuck(t *testing.T, store string, args ...string) *proc {
+	t.Helper()
 	reached := make(chan struct{}, 1)
 	release := make(chan struct{})
 	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -170,14 +164,13 @@ func TestStopBoundWithHungProbe(t *testing.T) {
 		case reached <- struct{}{}:
 		default:
 		}
-		<-release // never answers while the test runs
+		<-release
 	}))
 	t.Cleanup(up.Close)
 	t.Cleanup(func() { close(release) })
 	dir := t.TempDir()
-	store := snapshottest.NewPostgresURL(t)
-	d := startDaemon(t, daemonOpts{dir: dir, args: []string{"--store.url", store, "--poll.interval", "50ms",
-		"--apply.timeout", "1h", "--drift.schedule", "", "--resync.interval", "0s", "--replica_id", "hung"}})
+	d := startDaemon(t, daemonOpts{dir: dir, args: append([]string{"--store.url", store, "--poll.interval", "100ms",
+		"--apply.timeout", "1h", "--drift.schedule", "", "--resync.interval", "0s"}, args...)})
 	eventually(t, 60*time.Second, "ready", func() bool { code, _ := d.request("GET", "/readyz"); return code == 200 })
 	snapshottest.Exec(t, store, `INSERT INTO sys_metadata (id, type, name, metadata) VALUES ('c', 'connector', 'stuck', $1)`,
 		`{"provider":"rest","providerConfig":{"baseUrl":"`+up.URL+`","timeout":"1h"},"auth":{"type":"none"},"enabled":true}`)
@@ -186,7 +179,16 @@ func TestStopBoundWithHungProbe(t *testing.T) {
 	case <-time.After(60 * time.Second):
 		t.Fatal("the connector's probe never reached upstream")
 	}
+	return d
+}
 
+// TestStopBoundWithHungProbe: SIGTERM while a connector's probe waits on an
+// upstream that never answers: the daemon exits 0 within 5 s of the
+// signal, with a stopped heartbeat.
+func TestStopBoundWithHungProbe(t *testing.T) {
+	t.Parallel()
+	store := snapshottest.NewPostgresURL(t)
+	d := startStuck(t, store, "--replica_id", "hung")
 	sent := time.Now()
 	d.signal(syscall.SIGTERM)
 	select {
@@ -200,5 +202,25 @@ func TestStopBoundWithHungProbe(t *testing.T) {
 	}
 	if stopped, ok := heartbeat(t, store, "hung"); !ok || !stopped {
 		t.Fatalf("heartbeat found %v stopped %v", ok, stopped)
+	}
+}
+
+// TestSecondSignalExitsAtOnce: the first SIGTERM lets the pass in flight
+// go on (within the stop bound); a second one exits at once with code 1.
+func TestSecondSignalExitsAtOnce(t *testing.T) {
+	t.Parallel()
+	d := startStuck(t, "sqlite://"+filepath.Join(t.TempDir(), "store.db"))
+	d.signal(syscall.SIGTERM)
+	eventually(t, 10*time.Second, "first stop signal logged", func() bool {
+		return strings.Contains(d.out.String(), "finishing the pass in flight")
+	})
+	select {
+	case <-d.done:
+		t.Fatalf("exited (%d) on the first signal while a pass was in flight", d.code)
+	default:
+	}
+	d.signal(syscall.SIGTERM)
+	if code := d.wait(10 * time.Second); code != 1 {
+		t.Fatalf("second signal: exit %d, want 1", code)
 	}
 }

@@ -26,7 +26,7 @@ import (
 // Backend is the loop as the API sees it; *reconcile.Reconciler satisfies it.
 type Backend interface {
 	Status() reconcile.Status
-	Registries() *registry.Set
+	Registries() registry.View
 	Synced() <-chan struct{}
 	Trigger()
 	Resync()

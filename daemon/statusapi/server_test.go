@@ -40,7 +40,7 @@ func newFake() *fakeBackend {
 func (b *fakeBackend) Status() reconcile.Status {
 	return reconcile.Status{Replica: "r1", Synced: true, Counts: map[registry.Kind]map[registry.State]int{registry.KindConnector: {registry.StateHeld: 1}}}
 }
-func (b *fakeBackend) Registries() *registry.Set { return b.regs }
+func (b *fakeBackend) Registries() registry.View { return b.regs.View() }
 func (b *fakeBackend) Synced() <-chan struct{}   { return b.synced }
 func (b *fakeBackend) Trigger()                  { b.triggers.Add(1) }
 func (b *fakeBackend) Resync()                   { b.resyncs.Add(1) }

@@ -17,15 +17,15 @@ import (
 
 // TestThroughTheLoop drives a real PostgreSQL datasource through the
 // reconcile loop with rows only: a wrong password in the credential row
-// holds it, fixing the row makes it ready, active=false closes its pool
+// holds it, fixing the row makes it ready, an inactive row closes its pool
 // (connections counted on the server), and the password never shows in
 // the debug log.
 func TestThroughTheLoop(t *testing.T) {
 	f := setupPG(t)
 	store, url := snapshottest.NewSQLite(t)
 	snapshottest.Exec(t, url, `INSERT INTO sys_connector_credential (ref, value) VALUES ('crm-db', 'not-the-password')`)
-	snapshottest.Exec(t, url, `INSERT INTO sys_datasource (name, driver, config, pool, external) VALUES ('crm', 'postgres', $1, '{"minConns":2}', '{"credentialsRef":"crm-db"}')`,
-		fields(f.cluster.Port(), "dsdb"))
+	snapshottest.Exec(t, url, `INSERT INTO sys_metadata (id, type, name, metadata) VALUES ('ds-crm', 'datasource', 'crm', $1)`,
+		`{"name":"crm","driver":"postgres","config":`+fields(f.cluster.Port(), "dsdb")+`,"pool":{"minConns":2},"external":{"credentialsRef":"crm-db"},"active":true}`)
 
 	rec := reconcile.New(store, reconcile.Options{PollInterval: 20 * time.Millisecond, ResyncInterval: -1, Logger: f.log,
 		Materializers: map[registry.Kind]reconcile.Materializer{registry.KindDatasource: f.m}})
@@ -35,7 +35,7 @@ func TestThroughTheLoop(t *testing.T) {
 	defer func() { cancel(); <-done }()
 	<-rec.Synced()
 
-	entry := func() registry.Entry { e, _ := rec.Registries().Of(registry.KindDatasource).Get("crm"); return e }
+	entry := func() registry.Entry { e, _ := rec.Registries().Get(registry.KindDatasource, "crm"); return e }
 	if e := entry(); e.State != registry.StateHeld || !strings.Contains(e.Reason, "28P01") {
 		t.Fatalf("wrong password: %s %q, want held naming 28P01", e.State, e.Reason)
 	}
@@ -66,9 +66,10 @@ func TestThroughTheLoop(t *testing.T) {
 	proctest.Eventually(t, 30*time.Second, 20*time.Millisecond, "minConns sessions on the server",
 		func() bool { return sessions() >= 2 })
 
-	snapshottest.Exec(t, url, `UPDATE sys_datasource SET active = false WHERE name = 'crm'`)
+	// The platform retires a datasource by setting its row's state.
+	snapshottest.Exec(t, url, `UPDATE sys_metadata SET state = 'inactive' WHERE id = 'ds-crm'`)
 	proctest.Eventually(t, 30*time.Second, 20*time.Millisecond, "evicted", func() bool {
-		_, ok := rec.Registries().Of(registry.KindDatasource).Get("crm")
+		_, ok := rec.Registries().Get(registry.KindDatasource, "crm")
 		return !ok
 	})
 	proctest.Eventually(t, 30*time.Second, 20*time.Millisecond, "pool closed on the server",

@@ -6,6 +6,7 @@ import (
 	"sync"
 	"time"
 
+	bo "github.com/objectstack-fleet/reconciler/internal/backoff"
 	"github.com/objectstack-fleet/reconciler/reconcile"
 )
 
@@ -71,8 +72,9 @@ func merge(base *reconcile.ChangeSet, next reconcile.ChangeSet) *reconcile.Chang
 	return out
 }
 
-// backoff is the retry schedule shared by the targets.
-type backoff struct{ min, max time.Duration }
+// backoff is the retry schedule shared by the targets: ±20% jitter, so
+// that replicas whose target failed together do not retry together.
+type backoff = bo.Policy
 
 func newBackoff(lo, hi time.Duration) backoff {
 	if lo <= 0 {
@@ -81,10 +83,7 @@ func newBackoff(lo, hi time.Duration) backoff {
 	if hi <= 0 {
 		hi = DefaultMaxBackoff
 	}
-	if hi < lo {
-		hi = lo
-	}
-	return backoff{lo, hi}
+	return bo.Policy{Base: lo, Max: hi, Jitter: 0.2}
 }
 
 // deliver is the sender loop: it takes the pending set, sends it until
@@ -102,7 +101,6 @@ func deliver(ctx context.Context, q *queue, b backoff, log *slog.Logger, target 
 		if !ok {
 			continue
 		}
-		delay := b.min
 		for attempt := 1; ; attempt++ {
 			err := send(ctx, cs)
 			if ctx.Err() != nil {
@@ -116,16 +114,12 @@ func deliver(ctx context.Context, q *queue, b backoff, log *slog.Logger, target 
 					slog.String("cursor", cs.Cursor), slog.Int("attempt", attempt))
 				break
 			}
+			delay := b.Delay(attempt)
 			log.WarnContext(ctx, "notify failed, will retry", slog.String("target", target), slog.Int("attempt", attempt),
 				slog.Duration("retry_in", delay), slog.String("error", err.Error()))
-			t := time.NewTimer(delay)
-			select {
-			case <-ctx.Done():
-				t.Stop()
+			if !bo.Wait(ctx, delay) {
 				return nil
-			case <-t.C:
 			}
-			delay = min(delay*2, b.max)
 			if more, ok := q.take(); ok {
 				cs = *merge(&cs, more)
 			}

@@ -11,6 +11,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/objectstack-fleet/reconciler/internal/backoff"
 	"github.com/objectstack-fleet/reconciler/reconcile"
 	"github.com/objectstack-fleet/reconciler/registry"
 )
@@ -50,7 +51,7 @@ const RestartRemedy = "restart the replica: ObjectStack 17.4 reloads flows and p
 
 // Defaults of Options.
 const (
-	DefaultJitter         = 300 * time.Millisecond
+	DefaultJitter         = 100 * time.Millisecond
 	DefaultSettle         = 500 * time.Millisecond
 	DefaultWindow         = 2 * time.Second
 	DefaultMinBackoff     = 500 * time.Millisecond
@@ -76,9 +77,10 @@ type Options struct {
 	// Client sends the probes (default: a client without a global timeout;
 	// each probe is bounded by itself).
 	Client *http.Client
-	// Jitter spreads first publishes: each waits up to this long at random
-	// and publishes nothing if another sidecar's message (or the replica)
-	// got there first.
+	// Jitter spreads first publishes while other sidecars publish on the
+	// bus: each waits up to this long at random and publishes nothing if
+	// another sidecar's message (or the replica) got there first. A sidecar
+	// that has seen no other origin's message for 10 minutes does not wait.
 	Jitter time.Duration
 	// Settle is how long a message has to take effect before the replica
 	// is probed again.
@@ -103,11 +105,12 @@ type Options struct {
 type class int
 
 const (
-	classBlind      class = iota // unobservable: publish once per change
-	classObject                  // data API + layers
-	classDatasource              // the datasource list
-	classFlow                    // automation route vs row: stale when older
-	classPermission              // layers code vs overlay: stale when older
+	classBlind       class = iota // unobservable: publish once per change
+	classObject                   // data API + layers
+	classDatasource               // the datasource list
+	classFlow                     // automation route vs row: stale when older
+	classPermission               // layers code vs overlay: stale when older
+	classTranslation              // the locale's served translations
 )
 
 // entry is one registry entry's replica state.
@@ -135,7 +138,7 @@ type Driver struct {
 	opts   Options
 	log    *slog.Logger
 	probe  prober
-	bo     backoff
+	bo     backoff.Policy
 	prefix string
 
 	mu       sync.Mutex
@@ -143,6 +146,7 @@ type Driver struct {
 	seen     map[string]time.Time // channel+address → when a message naming it was last seen
 	down     bool                 // the last health read failed
 	restarts int                  // replica restarts noticed
+	peerSeen time.Time            // when a message of another origin was last seen
 	wake     chan struct{}
 }
 
@@ -187,7 +191,7 @@ func New(opts Options) (*Driver, error) {
 		opts:    opts,
 		log:     opts.Logger,
 		probe:   prober{base: strings.TrimRight(opts.URL, "/"), token: opts.Token, client: opts.Client},
-		bo:      backoff{min: opts.MinBackoff, max: max(opts.MaxBackoff, opts.MinBackoff)},
+		bo:      backoff.Policy{Base: opts.MinBackoff, Max: opts.MaxBackoff, Jitter: 0.2},
 		prefix:  opts.Prefix,
 		entries: map[registry.Ref]*entry{},
 		seen:    map[string]time.Time{},
@@ -236,8 +240,23 @@ func (d *Driver) restartLocked(e *entry, now, coverFrom time.Time) {
 	e.published = false
 	e.attempts = 0
 	e.failures = 0
-	e.due = now.Add(spread(d.opts.Jitter))
+	e.due = now.Add(d.jitterLocked(now))
 	e.status = Status{State: StatePending, Since: now}
+}
+
+// peerMemory is how long a message of another origin on the bus makes the
+// Driver assume other sidecars drive the same change.
+const peerMemory = 10 * time.Minute
+
+// jitterLocked is the wait before an entry's first check: a random part of
+// Jitter while other origins publish on the bus (so that one sidecar goes
+// first and the others see its message), none while this sidecar is alone.
+func (d *Driver) jitterLocked(now time.Time) time.Duration {
+	if d.peerSeen.IsZero() || now.Sub(d.peerSeen) > peerMemory {
+		return 0
+	}
+	// Uniform in [0, Jitter].
+	return backoff.Jitter(d.opts.Jitter/2, 1)
 }
 
 // classify says how the replica shows an entry's state. Org-scoped items
@@ -259,6 +278,8 @@ func classify(k registry.Kind, p keyParts) class {
 			return classFlow
 		case "permission":
 			return classPermission
+		case "translation":
+			return classTranslation
 		}
 	}
 	return classBlind
@@ -467,7 +488,7 @@ func (d *Driver) decide(ctx context.Context, p plan) outcome {
 	}
 	if err != nil {
 		out.failures++
-		out.due = now.Add(d.bo.after(out.failures))
+		out.due = now.Add(d.bo.Delay(out.failures))
 		out.status = Status{State: StateNudged, Attempts: out.attempts, Error: err.Error()}
 		if p.class == classFlow || p.class == classPermission {
 			out.status.State = StateUnverifiable
@@ -501,14 +522,17 @@ func (d *Driver) decide(ctx context.Context, p plan) outcome {
 	if err := d.publish(ctx, p); err != nil {
 		out.failures++
 		out.status = Status{State: StateNudged, Attempts: out.attempts, Error: err.Error()}
-		out.due = now.Add(d.bo.after(out.failures))
+		out.due = now.Add(d.bo.Delay(out.failures))
 		return out
 	}
 	out.published = true
 	out.attempts++
 	out.status = Status{State: StateNudged, Attempts: out.attempts, Error: detail}
-	out.due = now.Add(max(d.opts.Settle, d.bo.after(out.attempts)-d.bo.min))
+	out.due = now.Add(max(d.opts.Settle, d.bo.Delay(out.attempts)-d.bo.Base))
 	if out.attempts > 1 {
+		if m := d.opts.Metrics; m != nil {
+			m.nudges.Inc()
+		}
 		d.log.InfoContext(ctx, "replica nudged again", slog.String("kind", string(p.ref.Kind)), slog.String("key", p.ref.Key),
 			slog.Int("attempts", out.attempts), slog.String("reason", detail))
 	}
@@ -523,7 +547,7 @@ func (d *Driver) publishOnce(ctx context.Context, p plan, out outcome, now time.
 		if err := d.publish(ctx, p); err != nil {
 			out.failures++
 			out.status = Status{State: StateNudged, Attempts: out.attempts, Error: err.Error()}
-			out.due = now.Add(d.bo.after(out.failures))
+			out.due = now.Add(d.bo.Delay(out.failures))
 			return out
 		}
 		out.attempts++
@@ -554,6 +578,8 @@ func (d *Driver) check(ctx context.Context, p plan) (verdict, string, error) {
 		v, detail, err = d.probe.flow(ctx, parts.Name, p.deleted)
 	case classPermission:
 		v, detail, err = d.probe.permission(ctx, parts.Name, p.deleted)
+	case classTranslation:
+		v, detail, err = d.probe.translation(ctx, parts.Name, p.deleted)
 	default:
 		v = unobservable
 	}
@@ -645,20 +671,22 @@ func (d *Driver) observe(ctx context.Context) {
 				}
 				m.observed.WithLabelValues(origin).Inc()
 			}
+			now := time.Now()
+			if o.Origin != d.opts.Origin {
+				d.mu.Lock()
+				d.peerSeen = now
+				d.mu.Unlock()
+			}
 			if o.Channel != ChannelAuthz {
-				d.markSeen(o.Channel+"\x00"+o.Address, time.Now())
+				d.markSeen(o.Channel+"\x00"+o.Address, now)
 			}
 		})
 		if err == nil || ctx.Err() != nil {
 			return
 		}
 		d.log.WarnContext(ctx, "replica: bus subscription failed, retrying", slog.String("error", err.Error()))
-		t := time.NewTimer(d.opts.HealthInterval)
-		select {
-		case <-ctx.Done():
-			t.Stop()
+		if !backoff.Wait(ctx, d.opts.HealthInterval) {
 			return
-		case <-t.C:
 		}
 	}
 }
@@ -727,7 +755,7 @@ func (d *Driver) recheck() {
 	d.mu.Lock()
 	for _, e := range d.entries {
 		if e.failures > 0 && !e.due.IsZero() {
-			e.due = now.Add(spread(d.opts.Jitter))
+			e.due = now.Add(d.jitterLocked(now))
 		}
 	}
 	d.mu.Unlock()

@@ -8,6 +8,7 @@ type Metrics struct {
 	publishes     *prometheus.CounterVec
 	verifications *prometheus.CounterVec
 	restarts      prometheus.Counter
+	nudges        prometheus.Counter
 	observed      *prometheus.CounterVec
 	entries       *prometheus.GaugeVec
 }
@@ -29,6 +30,10 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		restarts: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "reconciler_replica_restarts_total",
 			Help: "Restarts of the replica noticed through its health endpoint (each heals it).",
+		}),
+		nudges: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "reconciler_replica_nudges_total",
+			Help: "Lane messages published again because a probe found the replica still lacking a change.",
 		}),
 		observed: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "reconciler_replica_bus_messages_total",
@@ -54,7 +59,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		m.entries.WithLabelValues(string(s))
 	}
 	if reg != nil {
-		reg.MustRegister(m.publishes, m.verifications, m.restarts, m.observed, m.entries)
+		reg.MustRegister(m.publishes, m.verifications, m.restarts, m.nudges, m.observed, m.entries)
 	}
 	return m
 }

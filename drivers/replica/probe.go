@@ -9,6 +9,7 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"strings"
 	"time"
 
 	"github.com/objectstack-fleet/reconciler/internal/redact"
@@ -264,6 +265,55 @@ func (p *prober) flow(ctx context.Context, name string, deleted bool) (verdict, 
 	}
 	if path, ok := subset(overlay, mem, ""); !ok {
 		return stale, "replica runs an older copy of flow " + name + " (differs at " + path + ")", nil
+	}
+	return inSync, "", nil
+}
+
+// translation checks an authored translation: the replica serves its
+// keys for its locale (the top-level locale, else the item's name). Routes
+// the node does not have (no i18n service) and deletions, whose locale is
+// gone with the row, are unobservable.
+func (p *prober) translation(ctx context.Context, name string, deleted bool) (verdict, string, error) {
+	if deleted {
+		return unobservable, "", nil
+	}
+	_, overlay, err := p.layers(ctx, "translation", name)
+	if err != nil {
+		return 0, "", err
+	}
+	if overlay == nil {
+		return unobservable, "", nil
+	}
+	locale, _ := overlay["locale"].(string)
+	if locale == "" {
+		locale = name
+	}
+	status, body, err := p.get(ctx, "/api/v1/i18n/translations/"+url.PathEscape(locale))
+	if err != nil {
+		return 0, "", err
+	}
+	switch status {
+	case http.StatusOK:
+	case http.StatusNotFound, http.StatusNotImplemented:
+		return unobservable, "", nil
+	default:
+		return 0, "", fmt.Errorf("probe translations %s: unexpected answer %d", locale, status)
+	}
+	doc, err := decodeObject(body)
+	if err != nil {
+		return 0, "", fmt.Errorf("probe translations %s: %w", locale, err)
+	}
+	if inner, ok := doc["data"].(map[string]any); ok {
+		doc = inner
+	}
+	served, _ := doc["translations"].(map[string]any)
+	for k, v := range overlay {
+		if k == "name" || k == "locale" || strings.HasPrefix(k, "_") {
+			continue
+		}
+		if path, ok := subset(v, served[k], k); !ok {
+			return lacks, "translation " + name + " not served for " + locale + " (differs at " + path + ")", nil
+		}
 	}
 	return inSync, "", nil
 }

@@ -28,32 +28,39 @@ const DefaultFile = "config.yaml"
 // EnvPrefix prefixes every key's environment variable.
 const EnvPrefix = "RECONCILER"
 
-// Config is a loaded, validated configuration.
+// Config is a loaded, validated configuration. Each field's key tag names
+// its key (Changed compares by it).
 type Config struct {
-	ReplicaID        string
-	StoreURL         string
-	PollInterval     time.Duration
-	PollJitter       time.Duration
-	ResyncInterval   time.Duration // 0: anti-entropy relists off
-	HintListen       bool
-	ApplyConcurrency int
-	ApplyTimeout     time.Duration
-	JournalRetention time.Duration
-	DriftSchedule    string // "" disables scheduled reports
-	DriftDir         string
-	StatusListen     string
-	StatusTokenEnv   string
-	WebhookURL       string
-	WebhookSecretEnv string
-	ExecCommand      []string
-	LogLevel         slog.Level
-	LogFormat        string // "text" or "json"
+	ReplicaID        string        `key:"replica_id"`
+	StoreURL         string        `key:"store.url"`
+	PollInterval     time.Duration `key:"poll.interval"`
+	PollJitter       time.Duration `key:"poll.jitter"`
+	ResyncInterval   time.Duration `key:"resync.interval"` // 0: anti-entropy relists off
+	HintListen       bool          `key:"hint.listen"`
+	ApplyConcurrency int           `key:"apply.concurrency"`
+	ApplyTimeout     time.Duration `key:"apply.timeout"`
+	JournalRetention time.Duration `key:"journal.retention"`
+	DriftSchedule    string        `key:"drift.schedule"` // "" disables scheduled reports
+	DriftDir         string        `key:"drift.dir"`
+	StatusListen     string        `key:"status.listen"`
+	StatusTokenEnv   string        `key:"status.token_env"`
+	WebhookURL       string        `key:"notify.webhook.url"`
+	WebhookSecretEnv string        `key:"notify.webhook.secret_env"`
+	ExecCommand      []string      `key:"notify.exec.command"`
+	SecretsKeyEnv    string        `key:"secrets.key_env"`
+	CodeObjects      []string      `key:"engine.code_objects"`
+	MaxBodyBytes     int           `key:"engine.max_body_bytes"`
+	MaxRefs          int           `key:"engine.max_refs"`
+	SQLiteDir        string        `key:"datasource.sqlite_dir"`
+	MaxConns         int           `key:"datasource.max_conns"`
+	LogLevel         slog.Level    `key:"log.level"`
+	LogFormat        string        `key:"log.format"` // "text" or "json"
 
-	ReplicaURL       string // "" = no replica driving
-	ReplicaTokenEnv  string
-	ReplicaBusURL    string
-	ReplicaBusPrefix string
-	ReplicaOrigin    string
+	ReplicaURL       string `key:"replica.url"` // "" = no replica driving
+	ReplicaTokenEnv  string `key:"replica.token_env"`
+	ReplicaBusURL    string `key:"replica.bus.url"`
+	ReplicaBusPrefix string `key:"replica.bus.prefix"`
+	ReplicaOrigin    string `key:"replica.origin"`
 
 	// File is the file the configuration was read from ("" for none).
 	File string
@@ -225,6 +232,12 @@ func decode(v *viper.Viper) (*Config, error) {
 		WebhookURL:       d.str(KeyWebhookURL),
 		WebhookSecretEnv: d.str(KeyWebhookSecretEnv),
 		ExecCommand:      d.argv(KeyExecCommand),
+		SecretsKeyEnv:    d.str(KeySecretsKeyEnv),
+		CodeObjects:      d.argv(KeyCodeObjects),
+		MaxBodyBytes:     d.integer(KeyMaxBodyBytes, 1024),
+		MaxRefs:          d.integer(KeyMaxRefs, 1),
+		SQLiteDir:        d.str(KeySQLiteDir),
+		MaxConns:         d.integer(KeyMaxConns, 1),
 		LogFormat:        strings.ToLower(d.str(KeyLogFormat)),
 		ReplicaURL:       d.str(KeyReplicaURL),
 		ReplicaTokenEnv:  d.str(KeyReplicaTokenEnv),
@@ -257,6 +270,7 @@ func decode(v *viper.Viper) (*Config, error) {
 	}
 	d.check(KeyStatusTokenEnv, checkEnvName(c.StatusTokenEnv))
 	d.check(KeyWebhookSecretEnv, checkEnvName(c.WebhookSecretEnv))
+	d.check(KeySecretsKeyEnv, checkEnvName(c.SecretsKeyEnv))
 	if c.WebhookURL != "" {
 		u, err := url.Parse(c.WebhookURL)
 		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {

@@ -25,6 +25,12 @@ const (
 	KeyWebhookURL       = "notify.webhook.url"
 	KeyWebhookSecretEnv = "notify.webhook.secret_env"
 	KeyExecCommand      = "notify.exec.command"
+	KeySecretsKeyEnv    = "secrets.key_env"
+	KeyCodeObjects      = "engine.code_objects"
+	KeyMaxBodyBytes     = "engine.max_body_bytes"
+	KeyMaxRefs          = "engine.max_refs"
+	KeySQLiteDir        = "datasource.sqlite_dir"
+	KeyMaxConns         = "datasource.max_conns"
 	KeyLogLevel         = "log.level"
 	KeyLogFormat        = "log.format"
 
@@ -41,7 +47,7 @@ const DefaultStoreURL = "sqlite://./demo/reconciler.db"
 // DefaultStatusListen is the loopback address of the status API.
 const DefaultStatusListen = "127.0.0.1:9477"
 
-// Keys lists every key (DESIGN §7) with its default.
+// Keys lists every configuration key with its default.
 func Keys() []Key {
 	return []Key{
 		{KeyReplicaID, "", "replica identity in heartbeats and drift reports (default: the host name)"},
@@ -60,6 +66,12 @@ func Keys() []Key {
 		{KeyWebhookURL, "", "URL told about every pass that changed something (empty: off)"},
 		{KeyWebhookSecretEnv, "", "name of the environment variable holding the webhook HMAC secret"},
 		{KeyExecCommand, []string{}, "command (argv) run with the change set on stdin after every pass that changed something"},
+		{KeySecretsKeyEnv, "OS_SECRET_KEY", "name of the environment variable holding the platform's secret key (64 hex characters or base64 of 32 bytes), to decrypt sys_secret rows"},
+		{KeyCodeObjects, []string{}, "object names the platform defines in code: references to them resolve without a row (names beginning with sys_ always do)"},
+		{KeyMaxBodyBytes, 1 << 20, "largest metadata body accepted, in bytes; a larger one is held naming this cap"},
+		{KeyMaxRefs, 10000, "most distinct references one metadata item may make; more is held naming this cap"},
+		{KeySQLiteDir, "", "directory SQLite datasources may open files in (empty: SQLite datasources are held)"},
+		{KeyMaxConns, 50, "cap of a datasource's pool.maxConns and pool.minConns; a record above it is held naming this cap"},
 		{KeyLogLevel, "info", "debug, info, warn or error"},
 		{KeyLogFormat, "text", "text or json"},
 		{KeyReplicaURL, "", "HTTP base URL of the ObjectStack replica this sidecar drives through its lanes (empty: no replica driving)"},

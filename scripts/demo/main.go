@@ -1,6 +1,6 @@
 // Command demo drives the `make run` demo: it seeds the embedded SQLite
-// store with a few objects, views and flows, a datasource on a SQLite file
-// and a connector; serves the small upstream that connector probes; and
+// store with the public CRM's metadata, a datasource on a SQLite file and
+// a connector; serves the small upstream that connector probes; and
 // makes the changes the README walks through, with plain SQL as any
 // application writing the shared rows would.
 //
@@ -8,7 +8,7 @@
 //	go run ./scripts/demo upstream [-listen 127.0.0.1:9478] [-token demo-good-token]
 //	go run ./scripts/demo set-credential crm-token demo-good-token
 //	go run ./scripts/demo touch object account
-//	go run ./scripts/demo set-metadata flow AccountHealthScoreTrigger '{"trigger":{"object":"account"}}'
+//	go run ./scripts/demo set-metadata hook AccountHealthScoreTrigger '{"name":"AccountHealthScoreTrigger","object":"account"}'
 //	go run ./scripts/demo delete view hot_accounts
 package main
 
@@ -16,7 +16,6 @@ import (
 	"context"
 	"crypto/subtle"
 	"database/sql"
-	_ "embed"
 	"encoding/json"
 	"errors"
 	"flag"
@@ -25,14 +24,14 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"syscall"
 	"time"
 
 	_ "modernc.org/sqlite"
-)
 
-//go:embed seed.json
-var seedJSON []byte
+	"github.com/objectstack-fleet/reconciler/internal/corpus"
+)
 
 // The demo's connector, credential and datasource.
 const (
@@ -142,21 +141,27 @@ func upsertMetadata(db *sql.DB, typ, name, body string) error {
 	return err
 }
 
-type seedFile struct {
-	Items []struct {
-		Type     string          `json:"type"`
-		Name     string          `json:"name"`
-		Metadata json.RawMessage `json:"metadata"`
-	} `json:"items"`
-}
-
+// seed writes the public CRM's metadata (the platform's shapes, some
+// references dangling as in real life), with account stored on the crm_db
+// datasource, a connector whose credential is wrong on purpose, and that
+// datasource: a sys_metadata record of type datasource, as the platform
+// stores it, on a SQLite file inside datasource.sqlite_dir.
 func seed(db *sql.DB, upstream, dsPath string) error {
-	var sf seedFile
-	if err := json.Unmarshal(seedJSON, &sf); err != nil {
-		return fmt.Errorf("seed.json: %w", err)
+	items, err := corpus.Load()
+	if err != nil {
+		return err
 	}
-	for _, it := range sf.Items {
-		if err := upsertMetadata(db, it.Type, it.Name, string(it.Metadata)); err != nil {
+	for _, it := range items {
+		body := it.Body
+		if it.Type == "object" && it.Name == "account" {
+			var m map[string]any
+			if err := json.Unmarshal(body, &m); err != nil {
+				return fmt.Errorf("corpus account: %w", err)
+			}
+			m["datasource"] = datasource
+			body, _ = json.Marshal(m)
+		}
+		if err := upsertMetadata(db, it.Type, it.Name, string(body)); err != nil {
 			return fmt.Errorf("seed %s %s: %w", it.Type, it.Name, err)
 		}
 	}
@@ -180,15 +185,32 @@ func seed(db *sql.DB, upstream, dsPath string) error {
 		credentialRef, wrongToken); err != nil {
 		return fmt.Errorf("seed credential: %w", err)
 	}
-	cfg, _ := json.Marshal(map[string]string{"path": dsPath})
-	if _, err := db.Exec(`INSERT INTO sys_datasource (name, driver, config) VALUES (?, 'sqlite', ?)
-		ON CONFLICT (name) DO UPDATE SET config = excluded.config, active = 1
-		WHERE sys_datasource.config IS NOT excluded.config OR sys_datasource.active <> 1`,
-		datasource, string(cfg)); err != nil {
+	// The datasource's file must exist: the reconciler never creates one.
+	if err := createSQLite(dsPath); err != nil {
+		return err
+	}
+	record, _ := json.Marshal(map[string]any{
+		"name": datasource, "label": "CRM database", "driver": "sqlite", "schemaMode": "managed",
+		"config": map[string]string{"path": filepath.Base(dsPath)}, "pool": map[string]int{"maxConns": 2},
+		"active": true, "origin": "runtime",
+	})
+	if err := upsertMetadata(db, "datasource", datasource, string(record)); err != nil {
 		return fmt.Errorf("seed datasource: %w", err)
 	}
-	log.Printf("seeded %d metadata items, connector %s (credential %s: wrong on purpose), datasource %s on %s",
-		len(sf.Items), connectorName, credentialRef, datasource, dsPath)
+	log.Printf("seeded %d metadata items of the public CRM, connector %s (credential %s: wrong on purpose), datasource %s on %s",
+		len(items), connectorName, credentialRef, datasource, dsPath)
+	return nil
+}
+
+func createSQLite(path string) error {
+	db, err := sql.Open("sqlite", path)
+	if err != nil {
+		return fmt.Errorf("create %s: %w", path, err)
+	}
+	defer db.Close()
+	if _, err := db.Exec(`CREATE TABLE IF NOT EXISTS account (id TEXT PRIMARY KEY, name TEXT)`); err != nil {
+		return fmt.Errorf("create %s: %w", path, err)
+	}
 	return nil
 }
 

@@ -188,6 +188,25 @@ func (c *Conn) TryN(ctx context.Context, query string, args ...any) (int64, erro
 	return res.RowsAffected()
 }
 
+// Int runs a query returning one integer (a count), failing the test on
+// error.
+func (c *Conn) Int(t testing.TB, query string, args ...any) int64 {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	var n int64
+	var err error
+	if c.pg != nil {
+		err = c.pg.QueryRow(ctx, query, args...).Scan(&n)
+	} else {
+		err = c.sq.QueryRowContext(ctx, query, args...).Scan(&n)
+	}
+	if err != nil {
+		t.Fatalf("snapshottest: query %q: %v", query, err)
+	}
+	return n
+}
+
 // Exec runs one statement, failing the test on error.
 func (c *Conn) Exec(t testing.TB, query string, args ...any) {
 	t.Helper()

@@ -69,8 +69,20 @@ func clone(b map[string]any) map[string]any {
 	return out
 }
 
+// Rows is where a node reads the rows a lane message names.
+type Rows interface {
+	// Get returns the active, org-less row of type and name.
+	Get(typ, name string) (map[string]any, bool)
+}
+
 // Options configure a Node.
 type Options struct {
+	// Rows, if set, replaces the DB given to Start as the source of rows
+	// (a benchmark reads them from PostgreSQL).
+	Rows Rows
+	// OnApply, if set, is called each time the node registers (body set)
+	// or unregisters (body nil) an object after a lane message.
+	OnApply func(name string, body map[string]any)
 	// BusURL is the Redis bus (redis://…).
 	BusURL string
 	// Prefix is the bus key prefix (default "os:").
@@ -86,6 +98,7 @@ type Options struct {
 // Node is a stand-in replica. Create it with Start; Close it.
 type Node struct {
 	db    *DB
+	rows  Rows
 	opts  Options
 	srv   *httptest.Server
 	rdb   *redis.Client
@@ -99,6 +112,7 @@ type Node struct {
 	objects     map[string]map[string]any // registered objects
 	flows       map[string]map[string]any // loaded at boot
 	permissions map[string]map[string]any // loaded at boot
+	i18n        map[string]map[string]any // locale → authored translations
 	pools       map[string]bool           // datasource → pool open
 	down        bool
 
@@ -118,7 +132,13 @@ func Start(db *DB, opts Options) (*Node, error) {
 		return nil, fmt.Errorf("bus url: %w", err)
 	}
 	ro.DisableIdentity = true
-	n := &Node{db: db, opts: opts, rdb: redis.NewClient(ro), id: fmt.Sprintf("node-%x", rand.Uint64()), done: make(chan struct{}), ready: make(chan struct{})}
+	if opts.Rows == nil && db == nil {
+		return nil, fmt.Errorf("no rows: give a DB or Options.Rows")
+	}
+	n := &Node{db: db, rows: db, opts: opts, rdb: redis.NewClient(ro), id: fmt.Sprintf("node-%x", rand.Uint64()), done: make(chan struct{}), ready: make(chan struct{})}
+	if opts.Rows != nil {
+		n.rows = opts.Rows
+	}
 	n.boot()
 	n.srv = httptest.NewServer(http.HandlerFunc(n.serve))
 	ctx, cancel := context.WithCancel(context.Background())
@@ -151,9 +171,16 @@ func (n *Node) boot() {
 	defer n.mu.Unlock()
 	n.booted = time.Now()
 	n.objects = map[string]map[string]any{}
+	n.flows = map[string]map[string]any{}
+	n.permissions = map[string]map[string]any{}
+	n.pools = map[string]bool{}
+	n.i18n = map[string]map[string]any{}
+	if n.db == nil {
+		return
+	}
+	n.syncTranslationsLocked()
 	n.flows = n.db.all("flow")
 	n.permissions = n.db.all("permission")
-	n.pools = map[string]bool{}
 	for name, b := range n.db.all("datasource") {
 		n.pools[name] = b["active"] != false
 	}
@@ -238,10 +265,16 @@ func (n *Node) apply(channel, msg string) {
 	}
 	switch channel {
 	case "metadata.mutated":
+		if env.P.Event.Type == "translation" {
+			n.mu.Lock()
+			n.syncTranslationsLocked()
+			n.mu.Unlock()
+			return
+		}
 		if env.P.Event.Type != "object" {
 			return // flows and permission sets: only at boot
 		}
-		row, ok := n.db.Get("object", env.P.Event.Name)
+		row, ok := n.rows.Get("object", env.P.Event.Name)
 		n.mu.Lock()
 		if ok {
 			n.objects[env.P.Event.Name] = withSystemFields(row)
@@ -249,11 +282,39 @@ func (n *Node) apply(channel, msg string) {
 			delete(n.objects, env.P.Event.Name)
 		}
 		n.mu.Unlock()
+		if n.opts.OnApply != nil {
+			n.opts.OnApply(env.P.Event.Name, row)
+		}
 	case "datasource.mutated":
-		row, ok := n.db.Get("datasource", env.P.Name)
+		row, ok := n.rows.Get("datasource", env.P.Name)
 		n.mu.Lock()
 		n.pools[env.P.Name] = ok && row["active"] != false
 		n.mu.Unlock()
+	}
+}
+
+// syncTranslationsLocked re-reads every translation row, as 17.4 re-syncs
+// the whole authored layer on any translation message.
+func (n *Node) syncTranslationsLocked() {
+	n.i18n = map[string]map[string]any{}
+	if n.db == nil {
+		return
+	}
+	for name, b := range n.db.all("translation") {
+		locale, _ := b["locale"].(string)
+		if locale == "" {
+			locale = name
+		}
+		out := n.i18n[locale]
+		if out == nil {
+			out = map[string]any{}
+			n.i18n[locale] = out
+		}
+		for k, v := range b {
+			if k != "name" && k != "locale" {
+				out[k] = v
+			}
+		}
 	}
 }
 
@@ -301,7 +362,7 @@ func (n *Node) serve(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, 200, map[string]any{"data": []any{}})
 	case len(parts) == 4 && parts[0] == "meta" && parts[3] == "layers":
 		typ, name := parts[1], parts[2]
-		overlay, _ := n.db.Get(typ, name)
+		overlay, _ := n.rows.Get(typ, name)
 		var code map[string]any
 		n.mu.Lock()
 		switch typ {
@@ -314,6 +375,14 @@ func (n *Node) serve(w http.ResponseWriter, r *http.Request) {
 		}
 		n.mu.Unlock()
 		writeJSON(w, 200, map[string]any{"type": typ, "name": name, "code": nilIfEmpty(code), "overlay": nilIfEmpty(overlay)})
+	case len(parts) == 3 && parts[0] == "i18n" && parts[1] == "translations":
+		n.mu.Lock()
+		tr := clone(n.i18n[parts[2]])
+		n.mu.Unlock()
+		if tr == nil {
+			tr = map[string]any{}
+		}
+		writeJSON(w, 200, map[string]any{"success": true, "data": map[string]any{"locale": parts[2], "translations": tr}})
 	case len(parts) == 2 && parts[0] == "automation":
 		n.mu.Lock()
 		f, ok := n.flows[parts[1]]

@@ -9,7 +9,6 @@ import (
 	"os"
 	"os/exec"
 	"strconv"
-	"sync"
 	"time"
 )
 
@@ -18,7 +17,6 @@ type Redis struct {
 	cmd  *exec.Cmd
 	addr string
 	out  *bytes.Buffer
-	mu   sync.Mutex
 	done chan struct{}
 }
 

@@ -1,41 +1,23 @@
--- reconciler schema v1 (DESIGN §3, §4) on PostgreSQL.
--- Writers never set revision or updated_at: BEFORE triggers do, from one
--- store-wide sequence. AFTER triggers append addresses to the journal.
+-- reconciler schema v1 on PostgreSQL.
+--
+-- The source tables sys_metadata and sys_secret are the platform's own and
+-- sys_connector_credential the fleet's; Migrate creates each (from
+-- tables/<table>.sql) only where it is absent, before this file runs, and
+-- (re)creates the row triggers on them (triggers.sql) after it, on every
+-- run. This file never adds, alters or drops a column, index or constraint
+-- of theirs: it adds its own tables, sequence and functions.
+--
+-- A row's revision comes from one store-wide sequence and lives in
+-- sys_reconciler_revision (source table, row key), upserted by the AFTER
+-- trigger on every insert, update and delete; the same trigger appends the
+-- row's address to sys_reconcile_journal. The credential table, being ours,
+-- also carries its revision in its own columns (BEFORE trigger).
+--
+-- Trigger functions are SECURITY DEFINER with a fixed search_path (set at
+-- the end of this file to the schema migrated into), so the platform's
+-- writes journal whatever role and search_path its connections use.
 
 CREATE SEQUENCE sys_reconcile_revision_seq;
-
-CREATE TABLE sys_metadata (
-  id              text PRIMARY KEY,
-  organization_id text NOT NULL DEFAULT '',
-  type            text NOT NULL,
-  name            text NOT NULL,
-  state           text NOT NULL DEFAULT 'active',
-  metadata        jsonb NOT NULL,
-  version         bigint NOT NULL DEFAULT 1,
-  checksum        text NULL,
-  revision        bigint NOT NULL,
-  updated_at      timestamptz NOT NULL
-);
-CREATE UNIQUE INDEX sys_metadata_active_name
-  ON sys_metadata (organization_id, type, name) WHERE state = 'active';
-
-CREATE TABLE sys_connector_credential (
-  ref        text PRIMARY KEY,
-  value      text NULL,
-  revision   bigint NOT NULL,
-  updated_at timestamptz NOT NULL
-);
-
-CREATE TABLE sys_datasource (
-  name       text PRIMARY KEY,
-  driver     text NOT NULL,
-  config     jsonb NOT NULL DEFAULT '{}',
-  pool       jsonb NOT NULL DEFAULT '{}',
-  external   jsonb NOT NULL DEFAULT '{}',
-  active     boolean NOT NULL DEFAULT true,
-  revision   bigint NOT NULL,
-  updated_at timestamptz NOT NULL
-);
 
 CREATE TABLE sys_reconcile_journal (
   seq    bigserial PRIMARY KEY,
@@ -48,6 +30,16 @@ CREATE TABLE sys_reconcile_journal (
 -- Poll reads (xid range + in-progress list) from this index alone.
 CREATE INDEX sys_reconcile_journal_xid
   ON sys_reconcile_journal (xid) INCLUDE (source, key, seq);
+
+-- The row watermarks. A deleted row keeps its last revision (a tombstone)
+-- until Prune removes it after the journal retention.
+CREATE TABLE sys_reconciler_revision (
+  source     text NOT NULL,
+  key        text NOT NULL,
+  revision   bigint NOT NULL,
+  updated_at timestamptz NOT NULL,
+  PRIMARY KEY (source, key)
+);
 
 CREATE TABLE sys_reconciler_replica (
   replica_id   text PRIMARY KEY,
@@ -81,59 +73,77 @@ CREATE TABLE sys_reconciler_state (
 );
 INSERT INTO sys_reconciler_state (id, store_id) VALUES (1, gen_random_uuid()::text);
 
-CREATE FUNCTION sys_reconcile_stamp() RETURNS trigger LANGUAGE plpgsql AS $$
+-- sys_reconcile_change records one row change: the journal entries and the
+-- revision watermarks. old_key/new_key are NULL when absent; rev is the
+-- revision of new_key when the table stamped one itself (NULL: take the
+-- next one).
+CREATE FUNCTION sys_reconcile_change(src text, op text, old_key text, new_key text, rev bigint)
+RETURNS void LANGUAGE plpgsql SECURITY DEFINER AS $$
+DECLARE
+  ts timestamptz := clock_timestamp();
+BEGIN
+  IF op = 'update' AND old_key IS DISTINCT FROM new_key THEN
+    -- A key change: the old address is gone, the new one appears.
+    INSERT INTO sys_reconcile_journal (source, key, op) VALUES (src, old_key, 'delete'), (src, new_key, 'insert');
+    INSERT INTO sys_reconciler_revision (source, key, revision, updated_at)
+    VALUES (src, old_key, nextval('sys_reconcile_revision_seq'), ts),
+           (src, new_key, coalesce(rev, nextval('sys_reconcile_revision_seq')), ts)
+    ON CONFLICT (source, key) DO UPDATE SET revision = EXCLUDED.revision, updated_at = EXCLUDED.updated_at;
+  ELSE
+    INSERT INTO sys_reconcile_journal (source, key, op) VALUES (src, coalesce(new_key, old_key), op);
+    INSERT INTO sys_reconciler_revision (source, key, revision, updated_at)
+    VALUES (src, coalesce(new_key, old_key), coalesce(rev, nextval('sys_reconcile_revision_seq')), ts)
+    ON CONFLICT (source, key) DO UPDATE SET revision = EXCLUDED.revision, updated_at = EXCLUDED.updated_at;
+  END IF;
+  -- A hint only: deduplicated per transaction, delivered at commit.
+  PERFORM pg_notify('reconciler', src);
+END $$;
+
+CREATE FUNCTION sys_reconcile_metadata_row() RETURNS trigger LANGUAGE plpgsql SECURITY DEFINER AS $$
+BEGIN
+  PERFORM sys_reconcile_change('sys_metadata', lower(TG_OP),
+    CASE WHEN TG_OP <> 'INSERT' THEN OLD.id::text END, CASE WHEN TG_OP <> 'DELETE' THEN NEW.id::text END, NULL);
+  RETURN NULL;
+END $$;
+
+CREATE FUNCTION sys_reconcile_secret_row() RETURNS trigger LANGUAGE plpgsql SECURITY DEFINER AS $$
+BEGIN
+  PERFORM sys_reconcile_change('sys_secret', lower(TG_OP),
+    CASE WHEN TG_OP <> 'INSERT' THEN OLD.id::text END, CASE WHEN TG_OP <> 'DELETE' THEN NEW.id::text END, NULL);
+  RETURN NULL;
+END $$;
+
+CREATE FUNCTION sys_reconcile_credential_stamp() RETURNS trigger LANGUAGE plpgsql SECURITY DEFINER AS $$
 BEGIN
   NEW.revision := nextval('sys_reconcile_revision_seq');
   NEW.updated_at := clock_timestamp();
   RETURN NEW;
 END $$;
 
--- sys_reconcile_append journals one change; old_key/new_key are NULL when absent.
-CREATE FUNCTION sys_reconcile_append(src text, op text, old_key text, new_key text)
-RETURNS void LANGUAGE plpgsql AS $$
+CREATE FUNCTION sys_reconcile_credential_row() RETURNS trigger LANGUAGE plpgsql SECURITY DEFINER AS $$
 BEGIN
-  IF op = 'update' AND old_key IS DISTINCT FROM new_key THEN
-    -- A key change: the old address is gone, the new one appears.
-    INSERT INTO sys_reconcile_journal (source, key, op) VALUES (src, old_key, 'delete'), (src, new_key, 'insert');
+  IF TG_OP = 'DELETE' THEN
+    PERFORM sys_reconcile_change('sys_connector_credential', 'delete', OLD.ref, NULL, NULL);
   ELSE
-    INSERT INTO sys_reconcile_journal (source, key, op) VALUES (src, coalesce(new_key, old_key), op);
+    PERFORM sys_reconcile_change('sys_connector_credential', lower(TG_OP),
+      CASE WHEN TG_OP = 'UPDATE' THEN OLD.ref END, NEW.ref, NEW.revision);
   END IF;
-  -- A hint only: deduplicated per transaction, delivered at commit.
-  PERFORM pg_notify('reconciler', src);
-END $$;
-
-CREATE FUNCTION sys_metadata_journal() RETURNS trigger LANGUAGE plpgsql AS $$
-BEGIN
-  PERFORM sys_reconcile_append(TG_TABLE_NAME, lower(TG_OP),
-    CASE WHEN TG_OP <> 'INSERT' THEN OLD.id END, CASE WHEN TG_OP <> 'DELETE' THEN NEW.id END);
   RETURN NULL;
 END $$;
 
-CREATE FUNCTION sys_connector_credential_journal() RETURNS trigger LANGUAGE plpgsql AS $$
+-- Pin every function to the schema migrated into (and pg_temp last, as
+-- SECURITY DEFINER functions should).
+DO $$
+DECLARE
+  f text;
 BEGIN
-  PERFORM sys_reconcile_append(TG_TABLE_NAME, lower(TG_OP),
-    CASE WHEN TG_OP <> 'INSERT' THEN OLD.ref END, CASE WHEN TG_OP <> 'DELETE' THEN NEW.ref END);
-  RETURN NULL;
+  FOREACH f IN ARRAY ARRAY['sys_reconcile_change(text, text, text, text, bigint)',
+    'sys_reconcile_metadata_row()', 'sys_reconcile_secret_row()',
+    'sys_reconcile_credential_stamp()', 'sys_reconcile_credential_row()']
+  LOOP
+    EXECUTE format('ALTER FUNCTION %s SET search_path = %I, pg_temp', f, current_schema());
+  END LOOP;
 END $$;
 
-CREATE FUNCTION sys_datasource_journal() RETURNS trigger LANGUAGE plpgsql AS $$
-BEGIN
-  PERFORM sys_reconcile_append(TG_TABLE_NAME, lower(TG_OP),
-    CASE WHEN TG_OP <> 'INSERT' THEN OLD.name END, CASE WHEN TG_OP <> 'DELETE' THEN NEW.name END);
-  RETURN NULL;
-END $$;
-
-CREATE TRIGGER sys_metadata_stamp BEFORE INSERT OR UPDATE ON sys_metadata
-  FOR EACH ROW EXECUTE FUNCTION sys_reconcile_stamp();
-CREATE TRIGGER sys_metadata_journal AFTER INSERT OR UPDATE OR DELETE ON sys_metadata
-  FOR EACH ROW EXECUTE FUNCTION sys_metadata_journal();
-
-CREATE TRIGGER sys_connector_credential_stamp BEFORE INSERT OR UPDATE ON sys_connector_credential
-  FOR EACH ROW EXECUTE FUNCTION sys_reconcile_stamp();
-CREATE TRIGGER sys_connector_credential_journal AFTER INSERT OR UPDATE OR DELETE ON sys_connector_credential
-  FOR EACH ROW EXECUTE FUNCTION sys_connector_credential_journal();
-
-CREATE TRIGGER sys_datasource_stamp BEFORE INSERT OR UPDATE ON sys_datasource
-  FOR EACH ROW EXECUTE FUNCTION sys_reconcile_stamp();
-CREATE TRIGGER sys_datasource_journal AFTER INSERT OR UPDATE OR DELETE ON sys_datasource
-  FOR EACH ROW EXECUTE FUNCTION sys_datasource_journal();
+-- Only the triggers call it.
+REVOKE EXECUTE ON FUNCTION sys_reconcile_change(text, text, text, text, bigint) FROM PUBLIC;

@@ -1,9 +1,19 @@
--- reconciler schema v1 (DESIGN §3, §4) on SQLite.
--- jsonb → TEXT checked with json_valid, bigint/boolean → INTEGER,
--- timestamptz → TEXT (RFC 3339, UTC). revision defaults to 0 and AFTER
--- triggers set it from the one-row counter; the counter's busy flag stops
--- the triggers' own UPDATEs from journaling again (even with
--- recursive_triggers on).
+-- reconciler schema v1 on SQLite.
+--
+-- The source tables sys_metadata, sys_secret (the platform's shape) and
+-- sys_connector_credential (the fleet's) are created by Migrate from
+-- tables/<table>.sql only where absent, before this file runs; their row
+-- triggers (triggers.sql) are (re)created after it on every run. This file
+-- adds only tables of its own, never a column, index or constraint of
+-- theirs.
+--
+-- Types: jsonb → TEXT checked with json_valid, bigint/boolean → INTEGER,
+-- timestamptz → TEXT (RFC 3339, UTC). Revisions come from the one-row
+-- counter; each source trigger inserts into the view sys_reconcile_change,
+-- whose INSTEAD OF trigger bumps the counter, upserts the row's watermark in
+-- sys_reconciler_revision and appends its address to the journal. The
+-- credential table also carries its revision in its own columns; the
+-- counter's busy flag stops that self-UPDATE from journaling again.
 
 CREATE TABLE sys_reconcile_counter (
   id       INTEGER PRIMARY KEY CHECK (id = 1),
@@ -11,39 +21,6 @@ CREATE TABLE sys_reconcile_counter (
   busy     INTEGER NOT NULL DEFAULT 0
 );
 INSERT INTO sys_reconcile_counter (id, revision) VALUES (1, 0);
-
-CREATE TABLE sys_metadata (
-  id              TEXT PRIMARY KEY NOT NULL,
-  organization_id TEXT NOT NULL DEFAULT '',
-  type            TEXT NOT NULL,
-  name            TEXT NOT NULL,
-  state           TEXT NOT NULL DEFAULT 'active',
-  metadata        TEXT NOT NULL CHECK (json_valid(metadata)),
-  version         INTEGER NOT NULL DEFAULT 1,
-  checksum        TEXT NULL,
-  revision        INTEGER NOT NULL DEFAULT 0,
-  updated_at      TEXT NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%fZ', 'now'))
-);
-CREATE UNIQUE INDEX sys_metadata_active_name
-  ON sys_metadata (organization_id, type, name) WHERE state = 'active';
-
-CREATE TABLE sys_connector_credential (
-  ref        TEXT PRIMARY KEY NOT NULL,
-  value      TEXT NULL,
-  revision   INTEGER NOT NULL DEFAULT 0,
-  updated_at TEXT NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%fZ', 'now'))
-);
-
-CREATE TABLE sys_datasource (
-  name       TEXT PRIMARY KEY NOT NULL,
-  driver     TEXT NOT NULL,
-  config     TEXT NOT NULL DEFAULT '{}' CHECK (json_valid(config)),
-  pool       TEXT NOT NULL DEFAULT '{}' CHECK (json_valid(pool)),
-  external   TEXT NOT NULL DEFAULT '{}' CHECK (json_valid(external)),
-  active     INTEGER NOT NULL DEFAULT 1,
-  revision   INTEGER NOT NULL DEFAULT 0,
-  updated_at TEXT NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%fZ', 'now'))
-);
 
 -- AUTOINCREMENT: seq is never reused, even after the journal is pruned empty.
 CREATE TABLE sys_reconcile_journal (
@@ -54,6 +31,16 @@ CREATE TABLE sys_reconcile_journal (
   op     TEXT NOT NULL CHECK (op IN ('insert', 'update', 'delete')),
   at     TEXT NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%fZ', 'now'))
 );
+
+-- The row watermarks. A deleted row keeps its last revision (a tombstone)
+-- until Prune removes it after the journal retention.
+CREATE TABLE sys_reconciler_revision (
+  source     TEXT NOT NULL,
+  key        TEXT NOT NULL,
+  revision   INTEGER NOT NULL,
+  updated_at TEXT NOT NULL,
+  PRIMARY KEY (source, key)
+) WITHOUT ROWID;
 
 CREATE TABLE sys_reconciler_replica (
   replica_id   TEXT PRIMARY KEY NOT NULL,
@@ -85,86 +72,17 @@ CREATE TABLE sys_reconciler_state (
 );
 INSERT INTO sys_reconciler_state (id, store_id) VALUES (1, lower(hex(randomblob(16))));
 
-CREATE TRIGGER sys_metadata_insert AFTER INSERT ON sys_metadata
-WHEN (SELECT busy FROM sys_reconcile_counter WHERE id = 1) = 0
-BEGIN
-  UPDATE sys_reconcile_counter SET revision = revision + 1, busy = 1 WHERE id = 1;
-  UPDATE sys_metadata SET revision = (SELECT revision FROM sys_reconcile_counter WHERE id = 1),
-    updated_at = strftime('%Y-%m-%dT%H:%M:%fZ', 'now') WHERE id = NEW.id;
-  UPDATE sys_reconcile_counter SET busy = 0 WHERE id = 1;
-  INSERT INTO sys_reconcile_journal (source, key, op) VALUES ('sys_metadata', NEW.id, 'insert');
-END;
+-- One row change: insert (source, key, op) here.
+CREATE VIEW sys_reconcile_change (source, key, op) AS SELECT NULL, NULL, NULL WHERE 0;
 
-CREATE TRIGGER sys_metadata_update AFTER UPDATE ON sys_metadata
-WHEN (SELECT busy FROM sys_reconcile_counter WHERE id = 1) = 0
+CREATE TRIGGER sys_reconcile_change INSTEAD OF INSERT ON sys_reconcile_change
 BEGIN
-  UPDATE sys_reconcile_counter SET revision = revision + 1, busy = 1 WHERE id = 1;
-  UPDATE sys_metadata SET revision = (SELECT revision FROM sys_reconcile_counter WHERE id = 1),
-    updated_at = strftime('%Y-%m-%dT%H:%M:%fZ', 'now') WHERE id = NEW.id;
-  UPDATE sys_reconcile_counter SET busy = 0 WHERE id = 1;
-  INSERT INTO sys_reconcile_journal (source, key, op)
-    SELECT 'sys_metadata', OLD.id, 'delete' WHERE OLD.id IS NOT NEW.id;
-  INSERT INTO sys_reconcile_journal (source, key, op)
-    SELECT 'sys_metadata', NEW.id, CASE WHEN OLD.id IS NOT NEW.id THEN 'insert' ELSE 'update' END;
-END;
-
-CREATE TRIGGER sys_metadata_delete AFTER DELETE ON sys_metadata
-BEGIN
-  INSERT INTO sys_reconcile_journal (source, key, op) VALUES ('sys_metadata', OLD.id, 'delete');
-END;
-
-CREATE TRIGGER sys_connector_credential_insert AFTER INSERT ON sys_connector_credential
-WHEN (SELECT busy FROM sys_reconcile_counter WHERE id = 1) = 0
-BEGIN
-  UPDATE sys_reconcile_counter SET revision = revision + 1, busy = 1 WHERE id = 1;
-  UPDATE sys_connector_credential SET revision = (SELECT revision FROM sys_reconcile_counter WHERE id = 1),
-    updated_at = strftime('%Y-%m-%dT%H:%M:%fZ', 'now') WHERE ref = NEW.ref;
-  UPDATE sys_reconcile_counter SET busy = 0 WHERE id = 1;
-  INSERT INTO sys_reconcile_journal (source, key, op) VALUES ('sys_connector_credential', NEW.ref, 'insert');
-END;
-
-CREATE TRIGGER sys_connector_credential_update AFTER UPDATE ON sys_connector_credential
-WHEN (SELECT busy FROM sys_reconcile_counter WHERE id = 1) = 0
-BEGIN
-  UPDATE sys_reconcile_counter SET revision = revision + 1, busy = 1 WHERE id = 1;
-  UPDATE sys_connector_credential SET revision = (SELECT revision FROM sys_reconcile_counter WHERE id = 1),
-    updated_at = strftime('%Y-%m-%dT%H:%M:%fZ', 'now') WHERE ref = NEW.ref;
-  UPDATE sys_reconcile_counter SET busy = 0 WHERE id = 1;
-  INSERT INTO sys_reconcile_journal (source, key, op)
-    SELECT 'sys_connector_credential', OLD.ref, 'delete' WHERE OLD.ref IS NOT NEW.ref;
-  INSERT INTO sys_reconcile_journal (source, key, op)
-    SELECT 'sys_connector_credential', NEW.ref, CASE WHEN OLD.ref IS NOT NEW.ref THEN 'insert' ELSE 'update' END;
-END;
-
-CREATE TRIGGER sys_connector_credential_delete AFTER DELETE ON sys_connector_credential
-BEGIN
-  INSERT INTO sys_reconcile_journal (source, key, op) VALUES ('sys_connector_credential', OLD.ref, 'delete');
-END;
-
-CREATE TRIGGER sys_datasource_insert AFTER INSERT ON sys_datasource
-WHEN (SELECT busy FROM sys_reconcile_counter WHERE id = 1) = 0
-BEGIN
-  UPDATE sys_reconcile_counter SET revision = revision + 1, busy = 1 WHERE id = 1;
-  UPDATE sys_datasource SET revision = (SELECT revision FROM sys_reconcile_counter WHERE id = 1),
-    updated_at = strftime('%Y-%m-%dT%H:%M:%fZ', 'now') WHERE name = NEW.name;
-  UPDATE sys_reconcile_counter SET busy = 0 WHERE id = 1;
-  INSERT INTO sys_reconcile_journal (source, key, op) VALUES ('sys_datasource', NEW.name, 'insert');
-END;
-
-CREATE TRIGGER sys_datasource_update AFTER UPDATE ON sys_datasource
-WHEN (SELECT busy FROM sys_reconcile_counter WHERE id = 1) = 0
-BEGIN
-  UPDATE sys_reconcile_counter SET revision = revision + 1, busy = 1 WHERE id = 1;
-  UPDATE sys_datasource SET revision = (SELECT revision FROM sys_reconcile_counter WHERE id = 1),
-    updated_at = strftime('%Y-%m-%dT%H:%M:%fZ', 'now') WHERE name = NEW.name;
-  UPDATE sys_reconcile_counter SET busy = 0 WHERE id = 1;
-  INSERT INTO sys_reconcile_journal (source, key, op)
-    SELECT 'sys_datasource', OLD.name, 'delete' WHERE OLD.name IS NOT NEW.name;
-  INSERT INTO sys_reconcile_journal (source, key, op)
-    SELECT 'sys_datasource', NEW.name, CASE WHEN OLD.name IS NOT NEW.name THEN 'insert' ELSE 'update' END;
-END;
-
-CREATE TRIGGER sys_datasource_delete AFTER DELETE ON sys_datasource
-BEGIN
-  INSERT INTO sys_reconcile_journal (source, key, op) VALUES ('sys_datasource', OLD.name, 'delete');
+  UPDATE sys_reconcile_counter SET revision = revision + 1 WHERE id = 1;
+  UPDATE sys_reconciler_revision SET revision = (SELECT revision FROM sys_reconcile_counter WHERE id = 1),
+    updated_at = strftime('%Y-%m-%dT%H:%M:%fZ', 'now')
+  WHERE source = NEW.source AND key = NEW.key;
+  INSERT INTO sys_reconciler_revision (source, key, revision, updated_at)
+  SELECT NEW.source, NEW.key, revision, strftime('%Y-%m-%dT%H:%M:%fZ', 'now') FROM sys_reconcile_counter
+  WHERE id = 1 AND NOT EXISTS (SELECT 1 FROM sys_reconciler_revision WHERE source = NEW.source AND key = NEW.key);
+  INSERT INTO sys_reconcile_journal (source, key, op) VALUES (NEW.source, NEW.key, NEW.op);
 END;

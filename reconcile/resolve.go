@@ -1,0 +1,97 @@
+package reconcile
+
+import (
+	"github.com/objectstack-fleet/reconciler/metadata"
+	"github.com/objectstack-fleet/reconciler/registry"
+	"github.com/objectstack-fleet/reconciler/snapshot"
+)
+
+func (r *Reconciler) materializeCredential(st step) outcome {
+	if st.node.hold != "" {
+		return outcome{state: registry.StateHeld, reason: st.node.hold, result: "held", dropInstance: true}
+	}
+	return outcome{state: registry.StateReady, inst: NopInstance{}, result: "ready"}
+}
+
+// desired resolves the entry's references and builds its Desired. A body
+// fault, a missing reference or an unusable credential holds the entry:
+// the reason says which.
+func (r *Reconciler) desired(st step) (Desired, string) {
+	d := Desired{Kind: st.ref.Kind, Key: st.ref.Key, Revision: st.rev, Signature: st.sig,
+		Body: st.row.body(), Metadata: st.row.meta}
+	n := st.node
+	if n.fault != "" {
+		return d, n.fault
+	}
+	var missing []metadata.Ref
+	for _, w := range n.wants {
+		dep, ok := r.model.resolve(n, w)
+		switch w.kind {
+		case registry.KindCredential:
+			ref, secret, hold := r.credential(n, w)
+			if hold != "" {
+				return d, hold
+			}
+			d.CredentialRef, d.Secret = ref, secret
+		case registry.KindConnector:
+			if !ok {
+				missing = append(missing, w.ref())
+				continue
+			}
+			cn := r.model.nodes[dep]
+			lent := false
+			for _, cw := range cn.wants {
+				if cw.kind != registry.KindCredential {
+					continue
+				}
+				ref, secret, hold := r.credential(cn, cw)
+				if hold != "" {
+					return d, hold
+				}
+				d.CredentialRef, d.Secret, lent = ref, secret, true
+			}
+			if !lent {
+				return d, "connector " + w.name + " has no credential to lend"
+			}
+			d.Refs = append(d.Refs, dep)
+		default:
+			if !ok {
+				missing = append(missing, w.ref())
+			} else if dep != codeRef {
+				d.Refs = append(d.Refs, dep)
+			}
+		}
+	}
+	if len(missing) > 0 {
+		return d, metadata.DescribeMissing(missing)
+	}
+	return d, ""
+}
+
+// credential resolves a credential want of n: its display name, value, or
+// why it cannot be used.
+func (r *Reconciler) credential(n *node, w want) (string, snapshot.Secret, string) {
+	name := credentialName(w.name)
+	dep, ok := r.model.resolve(n, w)
+	if !ok {
+		return name, snapshot.Secret{}, "credential " + name + " is missing"
+	}
+	cn := r.model.nodes[dep]
+	if cn.hold != "" {
+		return name, snapshot.Secret{}, cn.hold
+	}
+	return name, cn.secret, ""
+}
+
+// credentialName is a credential key as a body names it:
+// "sys_secret:<id>" or the ref.
+func credentialName(key string) string {
+	p, err := registry.ParseKey(registry.KindCredential, key)
+	if err != nil {
+		return key
+	}
+	if p.Secret {
+		return registry.SecretPrefix + p.Name
+	}
+	return p.Name
+}
