@@ -379,7 +379,7 @@ SELECT 'object:h' || i, 'object', 'h' || i, '{"fields":{"name":{"type":"text"}}}
 	dsRows["pool_flood"] = dsRow{"postgres", silentConfig, `{"minConns":3000,"maxConns":3000}`}
 	dsRows["pool_silent"] = dsRow{"postgres", silentConfig, `{"minConns":2,"maxConns":4}`}
 	for name, ds := range dsRows {
-		execSQL(t, pgURL, `INSERT INTO sys_datasource (name, driver, config, pool) VALUES ($1, $2, $3, $4)`, name, ds.driver, ds.config, ds.pool)
+		execSQL(t, pgURL, upsertDatasource, name, dsRecord(name, ds.driver, ds.config, ds.pool, `{}`))
 	}
 	results.wrote(int64(len(dsRows)))
 	settled := func() bool {
