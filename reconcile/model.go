@@ -386,14 +386,6 @@ func (s *sigHash) bytes(b []byte) {
 
 func (s *sigHash) str(v string) { s.bytes([]byte(v)) }
 
-func (s *sigHash) bool(v bool) {
-	if v {
-		s.int(1)
-	} else {
-		s.int(0)
-	}
-}
-
 func (s *sigHash) json(raw []byte) {
 	if c, err := hashspec.Canonical(raw); err == nil {
 		s.bytes(c)
