@@ -518,9 +518,9 @@ func writeScale(cfg ScaleConfig, r *ScaleResult) error {
 		"(hints off: LISTEN cannot go through PgBouncer, nor to a standby). %d rows in the store; %s windows. "+
 		"CPU is exact per process (/proc/PID/schedstat) over every process of the server, its idle background work included.\n\n",
 		cfg.Command, cfg.Interval, cfg.Rows, cfg.Window)
-	p("Modes: **direct** (every reconciler connects to the primary); **pgbouncer** (Debian's PgBouncer 1.18, transaction pooling, "+
-		"20 server connections; pgx in `default_query_exec_mode=exec`: the extended protocol without named prepared statements, "+
-		"which PgBouncer 1.18 cannot keep across transactions); **standby** (`store.read_url` on a streaming hot standby: polls and "+
+	p("Modes: **direct** (every reconciler connects to the primary); **pgbouncer** (Debian's PgBouncer 1.18, transaction pooling, " +
+		"20 server connections; pgx in `default_query_exec_mode=exec`: the extended protocol without named prepared statements, " +
+		"which PgBouncer 1.18 cannot keep across transactions); **standby** (`store.read_url` on a streaming hot standby: polls and " +
 		"relists there; stall checks and heartbeats on the primary).\n\n")
 	p("| mode | reconcilers | primary CPU (%% of a core) | standby CPU | PgBouncer CPU | primary backends | polls/s | statements/s on the primary |\n|---|---|---|---|---|---|---|---|\n")
 	for _, row := range r.Rows {
