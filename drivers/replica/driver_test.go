@@ -590,3 +590,17 @@ func TestTranslationServedForItsLocale(t *testing.T) {
 		t.Fatalf("attempts = %d", st.Attempts)
 	}
 }
+
+// A process that lived briefly and booted slowly answers with a higher
+// uptime than the old one last showed: still a restart.
+func TestRestartAfterAShortLifeAndASlowBoot(t *testing.T) {
+	r := newRig(t)
+	n := r.node(t, replicatest.Options{})
+	d := r.sidecar(t, n, "reconciler:a", nil)
+	r.db.Put("object", "task", object("subject"))
+	d.Notify(change(registry.KindEngine, "object/task", reconcile.ActionCreate))
+	eventually(t, "in-sync", stateIs(d, registry.KindEngine, "object/task", replica.StateInSync))
+	eventually(t, "the node up for a while", func() bool { return n.Uptime() > 1500*time.Millisecond })
+	n.RestartBooted(2500 * time.Millisecond)
+	eventually(t, "served again", func() bool { return n.Registered("task") })
+}
