@@ -2,11 +2,9 @@ package replica
 
 import "github.com/objectstack-fleet/reconciler/registry"
 
-// keyParts are the parts of an entry's key.
+// Entry keys are registry's: it owns their format and their parsing.
 type keyParts = registry.KeyParts
 
-// secretPrefix starts the key of a credential read from sys_secret.
 const secretPrefix = registry.SecretPrefix
 
-// parseKey splits a key of kind k into its parts.
 func parseKey(k registry.Kind, key string) (keyParts, error) { return registry.ParseKey(k, key) }
