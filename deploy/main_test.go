@@ -38,8 +38,8 @@ var buildDemoTool = sync.OnceValues(func() (string, error) {
 	return bin, nil
 })
 
-// daemon is one `reconciler run` process.
-type daemon struct {
+// proc is one `reconciler run` process.
+type proc struct {
 	t    *testing.T
 	cmd  *exec.Cmd
 	out  *proctest.Buffer
@@ -49,7 +49,7 @@ type daemon struct {
 
 // startDaemon runs `reconciler run` (binary bin, in dir, with args after
 // the status and log flags) and waits until it has started.
-func startDaemon(t *testing.T, bin, dir string, env []string, args ...string) *daemon {
+func startDaemon(t *testing.T, bin, dir string, env []string, args ...string) *proc {
 	t.Helper()
 	all := append([]string{"run", "--status.listen", "127.0.0.1:0", "--log.format", "json"}, args...)
 	cmd := exec.Command(bin, all...)
@@ -60,9 +60,9 @@ func startDaemon(t *testing.T, bin, dir string, env []string, args ...string) *d
 
 // startProcess starts cmd, a daemon logging JSON, and waits until it says
 // it has started.
-func startProcess(t *testing.T, cmd *exec.Cmd) *daemon {
+func startProcess(t *testing.T, cmd *exec.Cmd) *proc {
 	t.Helper()
-	d := &daemon{t: t, cmd: cmd, out: proctest.NewBuffer(), done: make(chan struct{})}
+	d := &proc{t: t, cmd: cmd, out: proctest.NewBuffer(), done: make(chan struct{})}
 	cmd.Stdout, cmd.Stderr = d.out, d.out
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -101,7 +101,7 @@ func startProcess(t *testing.T, cmd *exec.Cmd) *daemon {
 }
 
 // get fetches path from the daemon's status API with the given headers.
-func (d *daemon) get(path string, header ...string) (int, string) {
+func (d *proc) get(path string, header ...string) (int, string) {
 	d.t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
@@ -128,7 +128,7 @@ func (d *daemon) get(path string, header ...string) (int, string) {
 // seeded, its upstream running, the daemon running on it.
 type demo struct {
 	dir string
-	d   *daemon
+	d   *proc
 }
 
 // startDemo seeds the demo (the connector crm held: upstream refuses its
@@ -168,7 +168,7 @@ func startDemo(t *testing.T, env []string, args ...string) *demo {
 }
 
 // waitReady waits until /readyz answers 200.
-func (d *daemon) waitReady(within time.Duration) {
+func (d *proc) waitReady(within time.Duration) {
 	d.t.Helper()
 	proctest.Eventually(d.t, within, 50*time.Millisecond, "/readyz 200", func() bool {
 		code, _ := d.get("/readyz")

@@ -32,3 +32,9 @@ func TestAlertRulesUnitTests(t *testing.T) {
 	t.Parallel()
 	t.Log(promtool(t, "test", "rules", "alerts_test.yaml"))
 }
+
+func TestPrometheusConfigExample(t *testing.T) {
+	t.Parallel()
+	// --syntax-only: the token file it names exists only where Prometheus runs.
+	t.Log(promtool(t, "check", "config", "--syntax-only", "prometheus.yml"))
+}
