@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -21,7 +22,7 @@ import (
 // answer keeps the daemon in its startup).
 type heldProxy struct {
 	ln        net.Listener
-	accepted  chan struct{} // receives once a connection is waiting
+	accepted  atomic.Bool // a connection is waiting (or was)
 	release   chan struct{}
 	releaseMu sync.Once
 	wg        sync.WaitGroup
@@ -33,7 +34,7 @@ func newHeldProxy(t *testing.T, target string) *heldProxy {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := &heldProxy{ln: ln, accepted: make(chan struct{}, 1), release: make(chan struct{})}
+	p := &heldProxy{ln: ln, release: make(chan struct{})}
 	var mu sync.Mutex
 	var conns []net.Conn
 	track := func(c net.Conn) {
@@ -50,10 +51,7 @@ func newHeldProxy(t *testing.T, target string) *heldProxy {
 				return
 			}
 			track(c)
-			select {
-			case p.accepted <- struct{}{}:
-			default:
-			}
+			p.accepted.Store(true)
 			p.wg.Add(1)
 			go func() {
 				defer p.wg.Done()
@@ -108,12 +106,7 @@ func TestSignalBurstDuringStartup(t *testing.T) {
 
 	// The daemon has read its configuration and waits on the store.
 	eventually(t, 60*time.Second, "startup waiting on the store", func() bool {
-		select {
-		case <-proxy.accepted:
-			return strings.Contains(d.out.String(), `"msg":"starting"`)
-		default:
-			return false
-		}
+		return proxy.accepted.Load() && strings.Contains(d.out.String(), `"msg":"starting"`)
 	})
 	sent := 0
 	burst := func() {

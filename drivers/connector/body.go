@@ -3,6 +3,7 @@ package connector
 import (
 	"errors"
 	"fmt"
+	"github.com/objectstack-fleet/reconciler/metadata"
 	"net"
 	"net/http"
 	"net/url"
@@ -19,12 +20,12 @@ const (
 	ProviderOpenAPI = "openapi"
 )
 
-// The auth types.
+// The auth types (the metadata package's).
 const (
-	AuthBearer = "bearer"
-	AuthAPIKey = "api-key"
-	AuthBasic  = "basic"
-	AuthNone   = "none"
+	AuthBearer = metadata.AuthBearer
+	AuthAPIKey = metadata.AuthAPIKey
+	AuthBasic  = metadata.AuthBasic
+	AuthNone   = metadata.AuthNone
 )
 
 // DefaultAPIKeyHeader is the header an api-key credential is sent in when
@@ -134,34 +135,26 @@ func ParseSpec(body []byte) (Spec, error) {
 		}
 	}
 
-	auth, ok, err := root.Object("auth")
+	// Which credential a connector uses is a metadata rule: one home for
+	// it, shared with the loop that resolves the credential.
+	it, err := metadata.Parse("connector", "", body, metadata.Limits{})
 	if err != nil {
-		return Spec{}, err
+		return Spec{}, jsonobj.Faultf("%s", err.Error())
 	}
-	s.AuthType = AuthNone
-	if ok {
-		if s.AuthType, err = auth.Required("type"); err != nil {
+	s.AuthType, s.CredentialRef = it.Connector.AuthType, it.Connector.CredentialRef
+	if s.AuthType == AuthAPIKey {
+		auth, _, err := root.Object("auth")
+		if err != nil {
 			return Spec{}, err
 		}
-		switch s.AuthType {
-		case AuthNone:
-		case AuthBearer, AuthAPIKey, AuthBasic:
-			if s.CredentialRef, err = auth.Required("credentialRef"); err != nil {
-				return Spec{}, err
-			}
-		default:
-			return Spec{}, jsonobj.Faultf("unknown auth.type %q (want bearer, api-key, basic or none)", s.AuthType)
+		if s.Header, _, err = auth.String("header"); err != nil {
+			return Spec{}, err
 		}
-		if s.AuthType == AuthAPIKey {
-			if s.Header, _, err = auth.String("header"); err != nil {
-				return Spec{}, err
-			}
-			if s.Header == "" {
-				s.Header = DefaultAPIKeyHeader
-			}
-			if !validHeaderName(s.Header) {
-				return Spec{}, jsonobj.Faultf("%s is not a valid header name", auth.Path("header"))
-			}
+		if s.Header == "" {
+			s.Header = DefaultAPIKeyHeader
+		}
+		if !validHeaderName(s.Header) {
+			return Spec{}, jsonobj.Faultf("%s is not a valid header name", auth.Path("header"))
 		}
 	}
 	return s, nil
