@@ -17,9 +17,8 @@ import (
 	"github.com/objectstack-fleet/reconciler/internal/proctest"
 )
 
-// binary is the reconciler built for this suite; demoTool the demo's
-// seeding tool (scripts/demo).
-var binary, demoTool string
+// binary is the reconciler built for this suite.
+var binary string
 
 func TestMain(m *testing.M) {
 	os.Exit(proctest.RunSuite(m, "../cmd/reconciler", "deploy-test", &binary))

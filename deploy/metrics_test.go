@@ -8,6 +8,7 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+	"time"
 
 	"go.yaml.in/yaml/v3"
 )
@@ -210,6 +211,7 @@ func dashboardExprs(t *testing.T) map[string]string {
 func TestMetricNamesAgainstLiveDaemon(t *testing.T) {
 	t.Parallel()
 	dm := startDemo(t, nil)
+	dm.d.waitReady(60 * time.Second)
 	code, text := dm.d.get("/metrics")
 	if code != http.StatusOK {
 		t.Fatalf("/metrics: %d %s", code, text)
