@@ -37,6 +37,15 @@ func TestMain(m *testing.M) {
 				code = 1
 			}
 		}
+		if h := hostileResults.markdown(); h != "" {
+			fmt.Println(h)
+			if *long {
+				if err := os.WriteFile("hostile.md", []byte(h), 0o644); err != nil {
+					fmt.Fprintln(os.Stderr, "write hostile.md:", err)
+					code = 1
+				}
+			}
+		}
 	}
 	os.Exit(code)
 }

@@ -123,7 +123,7 @@ type DriftSummary struct {
 }
 
 // DriftReport says what differs between the desired rows and this
-// replica's registries (DESIGN §8). It never contains a secret.
+// replica's registries. It never contains a secret.
 type DriftReport struct {
 	Replica            string         `json:"replica"`
 	At                 time.Time      `json:"at"`

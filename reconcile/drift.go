@@ -10,7 +10,7 @@ import (
 	"github.com/objectstack-fleet/reconciler/registry"
 )
 
-// Drift compares the store's current rows with the registries (DESIGN §8).
+// Drift compares the store's current rows with the registries.
 // It reads the store in one consistent snapshot and does not disturb the
 // loop. Safe to call from any goroutine.
 func (r *Reconciler) Drift(ctx context.Context) (DriftReport, error) {

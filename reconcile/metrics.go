@@ -6,7 +6,7 @@ import (
 	"github.com/objectstack-fleet/reconciler/registry"
 )
 
-// Metrics are the loop's Prometheus metrics (DESIGN §7 names).
+// Metrics are the loop's Prometheus metrics.
 type Metrics struct {
 	Materializations *prometheus.CounterVec // kind, result (ready|degraded|held|panic|timeout)
 	Evictions        *prometheus.CounterVec // kind

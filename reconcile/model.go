@@ -7,15 +7,15 @@ import (
 	"hash"
 	"math"
 
-	"github.com/objectstack-fleet/reconciler/internal/canonjson"
+	"github.com/objectstack-fleet/reconciler/internal/hashspec"
 	"github.com/objectstack-fleet/reconciler/metadata"
 	"github.com/objectstack-fleet/reconciler/registry"
 	"github.com/objectstack-fleet/reconciler/snapshot"
 )
 
 // want is one reference of an entry, by name: resolved against the model
-// each time the entry is planned (DESIGN: organization fallback, package
-// preference, code objects), so a target that appears, moves or goes away
+// each time the entry is planned (organization fallback, package preference,
+// code objects: see resolve), so a target that appears, moves or goes away
 // re-resolves its referrers.
 type want struct {
 	kind registry.Kind
@@ -319,7 +319,7 @@ type SecretOpener interface {
 }
 
 // signature hashes the entry's own canonical body and the revisions of
-// everything it resolved (DESIGN §5). Each field is length-prefixed; a
+// everything it resolved. Each field is length-prefixed; a
 // column that is not valid JSON hashes as its raw bytes, so that fixing it
 // still changes the signature. A row's own revision is not part of it: a
 // rewrite of the same body changes nothing.
@@ -386,16 +386,8 @@ func (s *sigHash) bytes(b []byte) {
 
 func (s *sigHash) str(v string) { s.bytes([]byte(v)) }
 
-func (s *sigHash) bool(v bool) {
-	if v {
-		s.int(1)
-	} else {
-		s.int(0)
-	}
-}
-
 func (s *sigHash) json(raw []byte) {
-	if c, err := canonjson.Canonical(raw); err == nil {
+	if c, err := hashspec.Canonical(raw); err == nil {
 		s.bytes(c)
 		return
 	}

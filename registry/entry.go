@@ -8,7 +8,7 @@ import (
 // Kind names a registry.
 type Kind string
 
-// The kinds, in apply order (DESIGN §5).
+// The kinds, in apply order: what an entry depends on is applied first.
 const (
 	KindCredential Kind = "credential"
 	KindConnector  Kind = "connector"
@@ -29,7 +29,7 @@ func ParseKind(s string) (Kind, error) {
 	return "", fmt.Errorf("unknown kind %q (want credential, connector, datasource or engine)", s)
 }
 
-// State is an entry's state (DESIGN §5).
+// State is an entry's state.
 type State string
 
 // The states.

@@ -265,7 +265,7 @@ replica_id: sig
 	})
 	t.Logf("applied %s after SIGHUP", took.Round(time.Millisecond))
 
-	// The metric names of the contract (DESIGN §7), with their labels.
+	// The metric names of the contract, with their labels.
 	code, metrics := d.request("GET", "/metrics")
 	for _, want := range []string{
 		`reconciler_materializations_total{kind="engine",result="ready"} 1`,

@@ -1,4 +1,4 @@
-// Package config loads and validates the daemon's configuration (DESIGN §7).
+// Package config loads and validates the daemon's configuration.
 //
 // Sources, later ones winning: built-in defaults, the YAML file (--config,
 // default ./config.yaml when present), environment variables RECONCILER_ +

@@ -47,7 +47,7 @@ const DefaultStoreURL = "sqlite://./demo/reconciler.db"
 // DefaultStatusListen is the loopback address of the status API.
 const DefaultStatusListen = "127.0.0.1:9477"
 
-// Keys lists every key (DESIGN §7) with its default.
+// Keys lists every configuration key with its default.
 func Keys() []Key {
 	return []Key{
 		{KeyReplicaID, "", "replica identity in heartbeats and drift reports (default: the host name)"},

@@ -25,6 +25,7 @@
 //     decoder): each maximal ill-formed subsequence becomes one U+FFFD.
 //     A PostgreSQL text column never holds such bytes; a SQLite one can.
 //
-// The separate package canonjson is this project's own canonical form
-// (Go's key order) used for signatures; it is not the platform's.
+// The loop also hashes this canonical form into entry signatures, so one
+// canonicalizer serves both: a body rewritten in another key order keeps
+// its signature.
 package hashspec
