@@ -9,12 +9,8 @@ LDFLAGS := -X main.version=$(VERSION)
 # staticcheck is pinned: a new release must not turn CI red on its own.
 STATICCHECK := honnef.co/go/tools/cmd/staticcheck@v0.8.2
 # Every package runs under the race detector in `make test` (the daemon
-# binaries the process tests start are built with -race too), but for
-# RACE_SKIP: the SQLite run of the 8-writer conformance test takes over 100 s
-# under -race (the detector instruments the transpiled SQLite engine; 3 s
-# without), so it runs without -race.
+# binaries the process tests start are built with -race too).
 RACE_PKGS ?= ./...
-RACE_SKIP := TestConcurrentWritersNoneMissed/sqlite
 
 build:
 	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN) ./cmd/reconciler
@@ -26,8 +22,7 @@ run: build
 # Lint first (a finding fails the run), then the tests with -race. Uses
 # RECONCILER_TEST_DATABASE_URL when set, else a private throwaway PostgreSQL.
 test: lint
-	scripts/with-postgres.sh sh -c '$(GO) test -race -count=1 -timeout 15m -skip "$(RACE_SKIP)" $(RACE_PKGS) && \
-		$(GO) test -count=1 -timeout 5m -run "$(RACE_SKIP)" ./snapshot'
+	scripts/with-postgres.sh $(GO) test -race -count=1 -timeout 15m $(RACE_PKGS)
 
 # Boots real ObjectStack 17.4.0 nodes (needs Node.js 20+, npm, redis-server;
 # the pinned npm install is cached by scripts/objectstack/install.sh).
