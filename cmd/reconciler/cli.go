@@ -17,6 +17,7 @@ import (
 
 	"github.com/objectstack-fleet/reconciler/daemon/statusapi"
 	"github.com/objectstack-fleet/reconciler/internal/config"
+	"github.com/objectstack-fleet/reconciler/internal/redact"
 )
 
 // configFlag adds --config.
@@ -104,7 +105,7 @@ func (c *client) do(ctx context.Context, method, path string, out any, raw *[]by
 	}
 	resp, err := c.http.Do(req)
 	if err != nil {
-		return fmt.Errorf("daemon not reachable at %s (is `reconciler run` running?): %w", c.base, errors.Unwrap(err))
+		return fmt.Errorf("daemon not reachable at %s (is `reconciler run` running?): %w", redact.URL(c.base), errors.Unwrap(err))
 	}
 	defer resp.Body.Close()
 	body, err := io.ReadAll(io.LimitReader(resp.Body, 64<<20))

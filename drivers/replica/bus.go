@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/url"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -37,6 +38,11 @@ const busTimeout = 5 * time.Second
 func NewRedisBus(rawURL string) (*RedisBus, error) {
 	opts, err := redis.ParseURL(rawURL)
 	if err != nil {
+		// A *url.Error quotes the URL, password included: keep its cause.
+		var ue *url.Error
+		if errors.As(err, &ue) {
+			err = ue.Err
+		}
 		return nil, fmt.Errorf("parse bus url %s: %w", redactURL(rawURL), err)
 	}
 	opts.DialTimeout = busTimeout

@@ -78,12 +78,12 @@ func (p *prober) get(ctx context.Context, path string) (int, []byte, error) {
 		if ctx.Err() != nil && errors.Is(ctx.Err(), context.Canceled) {
 			return 0, nil, ctx.Err()
 		}
-		return 0, nil, fmt.Errorf("probe %s: %w: %v", path, errUnreachable, scrub(err, p.token))
+		return 0, nil, fmt.Errorf("probe %s: %w: %v", path, errUnreachable, p.scrub(err))
 	}
 	defer resp.Body.Close()
 	body, err := io.ReadAll(io.LimitReader(resp.Body, maxProbeBody))
 	if err != nil {
-		return 0, nil, fmt.Errorf("probe %s: %w: read answer: %v", path, errUnreachable, scrub(err, p.token))
+		return 0, nil, fmt.Errorf("probe %s: %w: read answer: %v", path, errUnreachable, p.scrub(err))
 	}
 	switch resp.StatusCode {
 	case http.StatusUnauthorized, http.StatusForbidden:
@@ -94,8 +94,11 @@ func (p *prober) get(ctx context.Context, path string) (int, []byte, error) {
 	return resp.StatusCode, body, nil
 }
 
-// scrub keeps a token out of an error's text.
-func scrub(err error, token string) string { return redact.Secrets(err.Error(), token) }
+// scrub keeps the token, and any secret of the replica's URL, out of an
+// error's text.
+func (p *prober) scrub(err error) string {
+	return redact.Secrets(err.Error(), append(redact.URLSecrets(p.base), p.token)...)
+}
 
 // health reads the replica's uptime (seconds) from its anonymous health
 // endpoint.
