@@ -58,7 +58,7 @@ func Keys() []Key {
 		{KeyHintListen, true, "LISTEN for change hints on PostgreSQL (only cuts latency)"},
 		{KeyApplyConcurrency, 4, "materializations run at once (at least 1)"},
 		{KeyApplyTimeout, "30s", "time limit of one materialization"},
-		{KeyJournalRetention, "24h", "journal entries older than this are pruned"},
+		{KeyJournalRetention, "24h", "journal entries older than this are pruned (at least 1m)"},
 		{KeyDriftSchedule, "@every 15m", "cron spec of drift reports (5 fields, optional seconds, or @every 15m); empty disables"},
 		{KeyDriftDir, "./drift", "directory drift reports are written to"},
 		{KeyStatusListen, DefaultStatusListen, "address of the status API (HOST:PORT); a non-loopback address needs status.token_env"},
