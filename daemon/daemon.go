@@ -17,6 +17,7 @@ import (
 
 	"github.com/objectstack-fleet/reconciler/daemon/statusapi"
 	"github.com/objectstack-fleet/reconciler/drivers/replica"
+	"github.com/objectstack-fleet/reconciler/internal/backoff"
 	"github.com/objectstack-fleet/reconciler/internal/config"
 	"github.com/objectstack-fleet/reconciler/reconcile"
 	"github.com/objectstack-fleet/reconciler/snapshot"
@@ -182,7 +183,7 @@ func (d *Daemon) Run(ctx context.Context) error {
 	cfg := d.cfg
 	d.mu.Unlock()
 	log := d.log
-	store, err := snapshot.Open(cfg.StoreURL, snapshot.OpenOptions{Logger: log})
+	store, err := snapshot.Open(cfg.StoreURL, snapshot.OpenOptions{Logger: log, ReadURL: cfg.StoreReadURL})
 	if err != nil {
 		return fmt.Errorf("open store: %w", err)
 	}
@@ -294,6 +295,7 @@ func (d *Daemon) Run(ctx context.Context) error {
 	log.Info("reconciler started",
 		slog.String("replica", cfg.ReplicaID),
 		slog.String("store", snapshot.RedactURL(cfg.StoreURL)),
+		slog.String("read", snapshot.RedactURL(cfg.StoreReadURL)),
 		slog.String("status", srv.Addr()),
 		slog.String("version", d.opts.Version),
 		slog.Duration("poll_interval", cfg.PollInterval))
@@ -410,7 +412,7 @@ func PrepareStore(ctx context.Context, store snapshot.Store, migrate bool, log *
 			return fmt.Errorf("migrate store: %w", err)
 		}
 		log.DebugContext(ctx, "store schema is current", slog.String("store_kind", store.Kind()))
-		return nil
+		return checkStandby(ctx, store)
 	}
 	if err := store.CheckSchema(ctx); err != nil {
 		if errors.Is(err, snapshot.ErrSchema) {
@@ -418,7 +420,27 @@ func PrepareStore(ctx context.Context, store snapshot.Store, migrate bool, log *
 		}
 		return fmt.Errorf("check store schema: %w", err)
 	}
-	return nil
+	return checkStandby(ctx, store)
+}
+
+// checkStandby refuses a store.read_url that is not a hot standby of
+// store.url (a primary, a standby of another cluster, another store).
+func checkStandby(ctx context.Context, store snapshot.Store) error {
+	c, ok := store.(interface{ CheckStandby(context.Context) error })
+	if !ok {
+		return nil
+	}
+	// A schema just migrated may not be replayed there yet: wait for it
+	// (within ctx, the startup bound).
+	for {
+		err := c.CheckStandby(ctx)
+		if err == nil {
+			return nil
+		}
+		if !errors.Is(err, snapshot.ErrSchema) || !backoff.Wait(ctx, 200*time.Millisecond) {
+			return fmt.Errorf("%s: %w", config.KeyStoreReadURL, err)
+		}
+	}
 }
 
 // startDrift builds the drift writer and schedule from the configuration

@@ -14,6 +14,9 @@ var (
 	ErrUnavailable = errors.New("store unavailable")
 	// ErrSchema: the schema is missing or older than this binary needs.
 	ErrSchema = errors.New("store schema missing or outdated")
+	// ErrNotStandby: the read URL is not a hot standby of the store (a
+	// primary, a standby of another cluster, or another store).
+	ErrNotStandby = errors.New("not a hot standby of the store")
 	// ErrBadURL: the store URL is malformed or of an unknown scheme.
 	ErrBadURL = errors.New("bad store url")
 )

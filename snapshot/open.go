@@ -21,6 +21,9 @@ func Open(rawURL string, opts OpenOptions) (Store, error) {
 	case "postgres", "postgresql":
 		return newPG(rawURL, opts, nil)
 	case "sqlite":
+		if opts.ReadURL != "" {
+			return nil, badURL(opts.ReadURL, "a read url needs a PostgreSQL store (a SQLite store has no standby)")
+		}
 		return newSQLite(rawURL, opts)
 	default:
 		return nil, badURL(rawURL, fmt.Sprintf("unknown scheme %q (want postgres://, postgresql:// or sqlite://)", scheme))

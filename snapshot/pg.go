@@ -27,6 +27,10 @@ type PG struct {
 	url  string   // redacted
 	pw   []string // the URL's secrets, for scrubbing driver messages only
 	log  *slog.Logger
+
+	// standby is set when polls, relists and reads go to a hot standby
+	// (store.read_url); nil otherwise.
+	standby *standby
 }
 
 var (
@@ -43,9 +47,27 @@ const (
 // hintChannel is the NOTIFY channel the triggers signal.
 const hintChannel = "reconciler"
 
-// newPG builds the pool without connecting. tweak lets in-package tests add
-// a tracer.
+// newPG builds the pools without connecting. tweak lets in-package tests
+// add a tracer.
 func newPG(rawURL string, opts OpenOptions, tweak func(*pgxpool.Config)) (*PG, error) {
+	pool, err := newPool(rawURL, opts, tweak)
+	if err != nil {
+		return nil, err
+	}
+	p := &PG{pool: pool, url: RedactURL(rawURL), pw: urlPassword(rawURL), log: logger(opts)}
+	if opts.ReadURL != "" {
+		read, err := newPool(opts.ReadURL, opts, tweak)
+		if err != nil {
+			pool.Close()
+			return nil, err
+		}
+		p.standby = &standby{pool: read, url: RedactURL(opts.ReadURL), pw: urlPassword(opts.ReadURL)}
+	}
+	return p, nil
+}
+
+// newPool builds one pool with the store's connection settings.
+func newPool(rawURL string, opts OpenOptions, tweak func(*pgxpool.Config)) (*pgxpool.Pool, error) {
 	pw := urlPassword(rawURL)
 	if _, err := url.Parse(rawURL); err != nil {
 		return nil, badURL(rawURL, scrub(unwrapURLError(err), pw))
@@ -59,12 +81,10 @@ func newPG(rawURL string, opts OpenOptions, tweak func(*pgxpool.Config)) (*PG, e
 		cfg.MaxConns = opts.MaxConns
 	}
 	cfg.MinConns = 0
-	if cfg.ConnConfig.ConnectTimeout == 0 {
-		cfg.ConnConfig.ConnectTimeout = 10 * time.Second
-	}
 	if _, ok := cfg.ConnConfig.RuntimeParams["application_name"]; !ok {
 		cfg.ConnConfig.RuntimeParams["application_name"] = "reconciler"
 	}
+	boundWaits(cfg.ConnConfig)
 	// The pool's default pings a connection idle for over a second before
 	// lending it: a second round trip on every idle poll. Ping only long-idle
 	// ones; a connection broken meanwhile fails one call and is replaced.
@@ -76,7 +96,7 @@ func newPG(rawURL string, opts OpenOptions, tweak func(*pgxpool.Config)) (*PG, e
 	if err != nil {
 		return nil, badURL(rawURL, scrub(err.Error(), pw))
 	}
-	return &PG{pool: pool, url: RedactURL(rawURL), pw: pw, log: logger(opts)}, nil
+	return pool, nil
 }
 
 func logger(opts OpenOptions) *slog.Logger {
@@ -98,7 +118,12 @@ func unwrapURLError(err error) string {
 func (p *PG) Kind() string { return "postgres" }
 
 // Close implements Source.
-func (p *PG) Close() { p.pool.Close() }
+func (p *PG) Close() {
+	p.pool.Close()
+	if p.standby != nil {
+		p.standby.pool.Close()
+	}
+}
 
 // interpretError maps a pgx error to the package's sentinels; it is the only
 // place that looks at pgx error types.
@@ -324,6 +349,9 @@ func (p *PG) Poll(ctx context.Context, cur Cursor) ([]Address, Cursor, error) {
 	if cur.IsZero() {
 		return nil, cur, fmt.Errorf("poll %s: %w (no cursor yet)", p.url, ErrCursorExpired)
 	}
+	if p.standby != nil {
+		return p.pollStandby(ctx, cur)
+	}
 	prev, err := parseSnapshot(cur.Snapshot)
 	if err != nil {
 		return nil, cur, fmt.Errorf("poll %s: %w: %v", p.url, ErrCursorRegressed, err)
@@ -381,6 +409,9 @@ FROM sys_connector_credential c LEFT JOIN sys_reconciler_revision r ON r.source 
 // reads the active sys_metadata rows, every sys_secret and credential row;
 // its own pg_current_snapshot() is the cursor.
 func (p *PG) Relist(ctx context.Context) (Rows, Cursor, error) {
+	if p.standby != nil {
+		return p.relistStandby(ctx)
+	}
 	var (
 		rows Rows
 		c    Cursor
@@ -528,6 +559,12 @@ func (p *PG) Read(ctx context.Context, addrs []Address) (Rows, error) {
 	if b.Len() == 0 {
 		return rows, nil
 	}
+	if p.standby != nil {
+		if err := p.standby.pool.SendBatch(ctx, b).Close(); err != nil {
+			return Rows{}, p.standbyError("read", err)
+		}
+		return rows, nil
+	}
 	if err := p.pool.SendBatch(ctx, b).Close(); err != nil {
 		return Rows{}, p.interpretError("read", err)
 	}
@@ -585,9 +622,23 @@ func (p *PG) Stall(ctx context.Context, cur Cursor, minAge time.Duration) (Stall
 		snap = "1:1:"
 	}
 	b := &pgx.Batch{}
-	b.Queue(`SELECT count(*) FROM sys_reconcile_journal j
+	if p.standby != nil {
+		// A cursor taken on a standby has no in-progress list: what it has
+		// not seen is what it does not list as seen.
+		b.Queue(`SELECT count(*) FROM sys_reconcile_journal j
+WHERE j.xid >= pg_snapshot_xmin($1::text::pg_snapshot) AND j.xid <> ALL ($2::text[]::xid8[])`, snap, seenList(cur.Seen)).
+			QueryRow(func(r pgx.Row) error { return r.Scan(&st.Pending) })
+		b.Queue(`SELECT pg_current_wal_lsn()::text`).QueryRow(func(r pgx.Row) error {
+			var lsn string
+			err := r.Scan(&lsn)
+			st.Standby = p.standbyState(ctx, lsn)
+			return err
+		})
+	} else {
+		b.Queue(`SELECT count(*) FROM sys_reconcile_journal j
 WHERE j.xid >= pg_snapshot_xmin($1::text::pg_snapshot) AND NOT pg_visible_in_snapshot(j.xid, $1::text::pg_snapshot)`, snap).
-		QueryRow(func(r pgx.Row) error { return r.Scan(&st.Pending) })
+			QueryRow(func(r pgx.Row) error { return r.Scan(&st.Pending) })
+	}
 	b.Queue(`SELECT pid, extract(epoch FROM clock_timestamp() - xact_start)::float8, coalesce(state, ''), coalesce(application_name, '')
 FROM pg_stat_activity
 WHERE backend_xid IS NOT NULL AND datname = current_database() AND pid <> pg_backend_pid()

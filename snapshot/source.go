@@ -38,6 +38,11 @@ type Cursor struct {
 	// Snapshot is the textual pg_snapshot "xmin:xmax:xip,..." on PostgreSQL,
 	// empty on SQLite.
 	Snapshot string `json:"snapshot,omitempty"`
+	// Seen lists, comma-separated, the journal xids at or above the
+	// snapshot's xmin that were visible in it. Only cursors taken on a hot
+	// standby carry it: a standby's pg_current_snapshot() has an empty
+	// in-progress list, so what the cursor saw is recorded instead.
+	Seen string `json:"seen,omitempty"`
 	// At is when the cursor was taken, by the store's clock.
 	At time.Time `json:"at"`
 }
@@ -134,6 +139,26 @@ type Stall struct {
 	// Blockers are open writing transactions older than the asked minimum age
 	// (PostgreSQL only).
 	Blockers []Blocker `json:"blockers,omitempty"`
+	// Standby is the state of the hot standby that polls read, when the
+	// store has one.
+	Standby *Standby `json:"standby,omitempty"`
+}
+
+// Standby is how far the hot standby that polls read is behind the store.
+type Standby struct {
+	// ReplayLag is how long ago the standby replayed its last commit while
+	// WAL it has not replayed exists on the primary (0 when caught up).
+	ReplayLag time.Duration `json:"replay_lag"`
+	// ReplayLagBytes is how much WAL the primary has written that the
+	// standby has not replayed.
+	ReplayLagBytes int64 `json:"replay_lag_bytes"`
+	// ReplayPaused is set while replay is paused (pg_wal_replay_pause()).
+	ReplayPaused bool `json:"replay_paused,omitempty"`
+	// Promoted is set when the standby has left recovery (promoted): it
+	// no longer follows store.url.
+	Promoted bool `json:"promoted,omitempty"`
+	// Error says why the standby could not be asked ("" when it was).
+	Error string `json:"error,omitempty"`
 }
 
 // Replica is one heartbeat row of sys_reconciler_replica.

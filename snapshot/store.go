@@ -23,5 +23,8 @@ type Store interface {
 // OpenOptions tune Open.
 type OpenOptions struct {
 	Logger   *slog.Logger // default discards
-	MaxConns int32        // PostgreSQL pool size; default 4
+	MaxConns int32        // PostgreSQL pool size (each pool); default 4
+	// ReadURL is a hot standby of the PostgreSQL store: polls, relists and
+	// reads go there, everything else to the store's URL. Empty: none.
+	ReadURL string
 }

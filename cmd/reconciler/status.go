@@ -10,6 +10,7 @@ import (
 
 	"github.com/objectstack-fleet/reconciler/daemon/statusapi"
 	"github.com/objectstack-fleet/reconciler/registry"
+	"github.com/objectstack-fleet/reconciler/snapshot"
 )
 
 func statusCmd() *command {
@@ -57,6 +58,9 @@ func runStatus(ctx context.Context, c *cli, fs *pflag.FlagSet) error {
 	}
 	fmt.Fprintf(w, "last error\t%s\n", dash(st.LastError))
 	fmt.Fprintf(w, "pending\t%d journal entries not visible yet\n", st.Stall.Pending)
+	if sb := st.Stall.Standby; sb != nil {
+		fmt.Fprintf(w, "standby\t%s\n", standbyLine(sb))
+	}
 	for _, b := range st.Stall.Blockers {
 		fmt.Fprintf(w, "blocked by\tpid %d, transaction open %s (%s)\n", b.PID, b.XactAge.Round(time.Second), clean(b.State))
 	}
@@ -95,4 +99,19 @@ func upper(s string) string {
 		}
 	}
 	return string(b)
+}
+
+// standbyLine describes the standby that polls read.
+func standbyLine(sb *snapshot.Standby) string {
+	switch {
+	case sb.Error != "":
+		return "unreachable: " + clean(sb.Error)
+	case sb.Promoted:
+		return "promoted (no longer in recovery)"
+	}
+	line := fmt.Sprintf("replay lag %s, %d bytes behind the primary", sb.ReplayLag.Round(time.Millisecond), sb.ReplayLagBytes)
+	if sb.ReplayPaused {
+		line += " (replay paused)"
+	}
+	return line
 }

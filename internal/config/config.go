@@ -33,6 +33,7 @@ const EnvPrefix = "RECONCILER"
 type Config struct {
 	ReplicaID        string        `key:"replica_id"`
 	StoreURL         string        `key:"store.url"`
+	StoreReadURL     string        `key:"store.read_url"` // "" = read store.url
 	PollInterval     time.Duration `key:"poll.interval"`
 	PollJitter       time.Duration `key:"poll.jitter"`
 	ResyncInterval   time.Duration `key:"resync.interval"` // 0: anti-entropy relists off
@@ -218,6 +219,7 @@ func decode(v *viper.Viper) (*Config, error) {
 	c := &Config{
 		ReplicaID:        d.str(KeyReplicaID),
 		StoreURL:         d.str(KeyStoreURL),
+		StoreReadURL:     d.str(KeyStoreReadURL),
 		PollInterval:     d.duration(KeyPollInterval, MinPollInterval),
 		PollJitter:       d.duration(KeyPollJitter, 0),
 		ResyncInterval:   d.duration(KeyResyncInterval, 0),
@@ -256,6 +258,7 @@ func decode(v *viper.Viper) (*Config, error) {
 		d.fail(KeyResyncInterval, fmt.Sprintf("must be 0 (off) or at least %s (each resync relists the whole store), got %s", MinResyncInterval, c.ResyncInterval))
 	}
 	d.check(KeyStoreURL, checkStoreURL(c.StoreURL))
+	d.check(KeyStoreReadURL, checkStoreReadURL(c.StoreReadURL, c.StoreURL))
 	if c.DriftSchedule != "" {
 		if _, err := ParseSchedule(c.DriftSchedule); err != nil {
 			d.fail(KeyDriftSchedule, fmt.Sprintf("invalid cron spec %q: %v", c.DriftSchedule, err))
@@ -466,6 +469,29 @@ func checkStoreURL(s string) error {
 		}
 	default:
 		return fmt.Errorf("unknown scheme %q (want sqlite or postgres)", scheme)
+	}
+	return nil
+}
+
+// checkStoreReadURL checks the form of store.read_url: a PostgreSQL URL
+// beside a PostgreSQL store.url, naming another server. Whether it really
+// is a standby of store.url is checked at start, against both servers.
+func checkStoreReadURL(s, storeURL string) error {
+	if s == "" {
+		return nil
+	}
+	scheme, _, ok := strings.Cut(s, "://")
+	if !ok || (!strings.EqualFold(scheme, "postgres") && !strings.EqualFold(scheme, "postgresql")) {
+		return errors.New("want a postgres:// URL of a hot standby of store.url")
+	}
+	if _, err := url.Parse(s); err != nil {
+		return fmt.Errorf("malformed postgres URL %q", RedactURL(s))
+	}
+	if st, _, _ := strings.Cut(storeURL, "://"); !strings.EqualFold(st, "postgres") && !strings.EqualFold(st, "postgresql") {
+		return fmt.Errorf("needs a postgres:// %s (a SQLite store has no standby)", KeyStoreURL)
+	}
+	if s == storeURL {
+		return fmt.Errorf("names the same server as %s: want a hot standby of it (or leave it empty)", KeyStoreURL)
 	}
 	return nil
 }

@@ -11,6 +11,7 @@ type Key struct {
 const (
 	KeyReplicaID        = "replica_id"
 	KeyStoreURL         = "store.url"
+	KeyStoreReadURL     = "store.read_url"
 	KeyPollInterval     = "poll.interval"
 	KeyPollJitter       = "poll.jitter"
 	KeyResyncInterval   = "resync.interval"
@@ -52,6 +53,7 @@ func Keys() []Key {
 	return []Key{
 		{KeyReplicaID, "", "replica identity in heartbeats and drift reports (default: the host name)"},
 		{KeyStoreURL, DefaultStoreURL, "the shared store: sqlite://PATH or postgres://USER@HOST:PORT/DB"},
+		{KeyStoreReadURL, "", "a hot standby of store.url (postgres://…) that polls and relists read; writes and the stall check stay on store.url (empty: read store.url)"},
 		{KeyPollInterval, "1s", "how often the journal is polled (at least 50ms)"},
 		{KeyPollJitter, "100ms", "polls come up to this much early, at random, so replicas spread out (never later than poll.interval)"},
 		{KeyResyncInterval, "10m", "anti-entropy full relist interval (0 disables; otherwise at least 1s)"},
