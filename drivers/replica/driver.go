@@ -695,8 +695,15 @@ func (d *Driver) observe(ctx context.Context) {
 // goes down (a restart), every entry is checked again: a restarted replica
 // does not reload run-time objects by itself.
 func (d *Driver) watchHealth(ctx context.Context) {
-	var last float64
-	known := false
+	// A restart shows as uptime going down, or as a start time (now minus
+	// uptime) more than bootSkew later than the last one: a process that
+	// lived briefly and booted slowly answers with a higher uptime. The
+	// start time is off by a request's latency at most.
+	var (
+		last   float64
+		bootAt time.Time
+	)
+	bootSkew := max(3*d.opts.HealthInterval, time.Second)
 	t := time.NewTicker(d.opts.HealthInterval)
 	defer t.Stop()
 	for {
@@ -708,19 +715,26 @@ func (d *Driver) watchHealth(ctx context.Context) {
 		wasDown := d.down
 		d.down = err != nil
 		d.mu.Unlock()
+		var started time.Time
+		if err == nil {
+			started = time.Now().Add(-time.Duration(up * float64(time.Second)))
+		}
 		switch {
 		case err != nil:
 			if !wasDown {
 				d.log.WarnContext(ctx, "replica unreachable; nudges wait for it", slog.String("error", err.Error()))
 			}
-		case known && up < last:
+		case !bootAt.IsZero() && (up < last || started.Sub(bootAt) > bootSkew):
 			d.heal(ctx, up)
 		case wasDown:
 			d.log.InfoContext(ctx, "replica reachable again")
 			d.recheck()
 		}
 		if err == nil {
-			last, known = up, true
+			if bootAt.IsZero() || up < last || started.Sub(bootAt) > bootSkew {
+				bootAt = started
+			}
+			last = up
 		}
 		d.pruneSeen()
 		select {
