@@ -1,10 +1,8 @@
 # reconciler — see README.md.
 GO      ?= go
 BIN     := bin/reconciler
-VERSION ?= $(shell git describe --always --dirty 2>/dev/null || echo dev)
-LDFLAGS := -X main.version=$(VERSION)
 
-.PHONY: build run test test-objectstack bench chaos lint clean
+.PHONY: build dist run test test-objectstack bench chaos lint clean
 
 # staticcheck is pinned: a new release must not turn CI red on its own.
 STATICCHECK := honnef.co/go/tools/cmd/staticcheck@v0.8.2
@@ -12,8 +10,14 @@ STATICCHECK := honnef.co/go/tools/cmd/staticcheck@v0.8.2
 # binaries the process tests start are built with -race too).
 RACE_PKGS ?= ./...
 
+# The version, commit and dirty flag come from the build information.
 build:
-	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN) ./cmd/reconciler
+	$(GO) build -buildvcs=auto -o $(BIN) ./cmd/reconciler
+
+# Release binaries in dist/ (static, -trimpath, linux/amd64 and arm64,
+# SHA256SUMS), then a second build from scratch that must be byte-identical.
+dist:
+	GO=$(GO) scripts/dist.sh
 
 # Runs the daemon on the embedded SQLite store with a small demo.
 run: build
@@ -47,4 +51,4 @@ lint:
 	cd bench && $(GO) run $(STATICCHECK) ./...
 
 clean:
-	rm -rf bin demo
+	rm -rf bin demo dist

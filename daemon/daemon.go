@@ -240,10 +240,12 @@ func (d *Daemon) Run(ctx context.Context) error {
 		ReplicaDrift:     replicaView{drv}.ReplicaDrift,
 	})
 	hb.status = rec
+	ops := newOpsMetrics(reg, d.opts.Version, rec.Status)
 	drift, sched, err := d.startDrift(rec, store, cfg.ReplicaID, metrics)
 	if err != nil {
 		return err
 	}
+	drift.ops = ops
 
 	srv, err := statusapi.Listen(cfg.StatusListen, statusapi.NewHandler(statusapi.Options{
 		Backend:    rec,

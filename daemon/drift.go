@@ -41,6 +41,7 @@ type driftWriter struct {
 	store   driftStore
 	replica string
 	metrics *reconcile.Metrics
+	ops     *opsMetrics // counts reports written (nil: not counted)
 	log     *slog.Logger
 
 	mu  sync.Mutex
@@ -67,7 +68,9 @@ func (w *driftWriter) write(ctx context.Context) (reconcile.DriftReport, error) 
 	return w.writes.Do(ctx, func(ctx context.Context) (reconcile.DriftReport, error) {
 		ctx, cancel := context.WithTimeout(ctx, driftTimeout)
 		defer cancel()
-		return w.writeNow(ctx)
+		rep, err := w.writeNow(ctx)
+		w.ops.driftResult(err)
+		return rep, err
 	})
 }
 

@@ -64,14 +64,24 @@ func (h *heartbeater) run(ctx context.Context) error {
 		case <-t.C:
 		case <-h.wake:
 		}
+		if ctx.Err() != nil {
+			return nil
+		}
 		h.beat(ctx)
 	}
 }
 
+// beatTimeout bounds one heartbeat write.
+const beatTimeout = 2 * time.Second
+
 // beat writes a heartbeat, logging a failure once until it recovers (the
-// store being down is reported by the loop already).
+// store being down is reported by the loop already). A stop does not cut a
+// write short: a statement cancelled on the client may still commit on the
+// server, after the last heartbeat, and overwrite its "stopped".
 func (h *heartbeater) beat(ctx context.Context) {
-	err := h.write(ctx, false)
+	bctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), beatTimeout)
+	defer cancel()
+	err := h.write(bctx, false)
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	switch {

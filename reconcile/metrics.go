@@ -21,6 +21,9 @@ type Metrics struct {
 	Abandoned        prometheus.Gauge     // calls the loop stopped waiting for, still running
 }
 
+// DriftSections are the section labels of reconciler_drift_items.
+var DriftSections = []string{"not_ready", "signature_mismatch", "orphans", "missing", "checksum_mismatches", "blockers"}
+
 // NewMetrics creates the metrics and registers them with reg (nil: not
 // registered, still usable).
 func NewMetrics(reg prometheus.Registerer) *Metrics {
@@ -76,6 +79,10 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	for _, t := range []Trigger{TriggerStart, TriggerPoll, TriggerHint, TriggerManual, TriggerResync,
 		TriggerAntiEntropy, TriggerExpired, TriggerRegressed, TriggerRetry, TriggerRecovered} {
 		m.Passes.WithLabelValues(string(t))
+		m.Relists.WithLabelValues(string(t))
+	}
+	for _, s := range DriftSections {
+		m.DriftItems.WithLabelValues(s)
 	}
 	if reg != nil {
 		reg.MustRegister(m.Materializations, m.Evictions, m.Passes, m.Items, m.CursorLag,

@@ -13,6 +13,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/jackc/pgerrcode"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -138,13 +139,15 @@ func (p *PG) interpretError(op string, err error) error {
 	switch {
 	case errors.As(err, &pgErr):
 		e.msg = scrub(fmt.Sprintf("%s (SQLSTATE %s)", pgErr.Message, pgErr.Code), p.pw)
-		switch {
-		case pgErr.Code == "42P01", pgErr.Code == "42883", pgErr.Code == "42703", pgErr.Code == "3F000":
+		switch code := pgErr.Code; {
+		case code == pgerrcode.UndefinedTable, code == pgerrcode.UndefinedFunction,
+			code == pgerrcode.UndefinedColumn, code == pgerrcode.InvalidSchemaName:
 			e.sentinel = ErrSchema
 			e.msg += ": run `reconciler migrate`"
-		case strings.HasPrefix(pgErr.Code, "08"), strings.HasPrefix(pgErr.Code, "28"),
-			strings.HasPrefix(pgErr.Code, "53"), strings.HasPrefix(pgErr.Code, "57P"),
-			pgErr.Code == "3D000":
+		case pgerrcode.IsConnectionException(code), pgerrcode.IsInvalidAuthorizationSpecification(code),
+			pgerrcode.IsInsufficientResources(code), code == pgerrcode.InvalidCatalogName,
+			code == pgerrcode.AdminShutdown, code == pgerrcode.CrashShutdown, code == pgerrcode.CannotConnectNow,
+			code == pgerrcode.DatabaseDropped, code == pgerrcode.IdleSessionTimeout:
 			e.sentinel = ErrUnavailable
 		}
 	case errors.Is(err, context.Canceled):

@@ -11,10 +11,17 @@ import (
 	"os"
 
 	"github.com/spf13/pflag"
+
+	"github.com/objectstack-fleet/reconciler/internal/buildinfo"
 )
 
-// version is set at build time (-ldflags "-X main.version=...").
-var version = "dev"
+// versionOverride, when set at build time (-ldflags "-X
+// main.versionOverride=..."), replaces the version read from the build
+// information (see internal/buildinfo).
+var versionOverride string
+
+// version is the version this binary reports (heartbeats, status, logs).
+var version = buildinfo.Read(versionOverride).Version
 
 // Exit codes.
 const (

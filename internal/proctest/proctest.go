@@ -26,7 +26,7 @@ func BuildReconciler(pkgDir, version string) (string, func(), error) {
 		return "", nil, err
 	}
 	bin := filepath.Join(dir, "reconciler")
-	args := []string{"build", "-ldflags", "-X main.version=" + version, "-o", bin}
+	args := []string{"build", "-ldflags", "-X main.versionOverride=" + version, "-o", bin}
 	if raceEnabled {
 		args = append(args, "-race")
 	}
