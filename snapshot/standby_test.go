@@ -231,8 +231,9 @@ func TestStandbyRefused(t *testing.T) {
 			deadline := time.Now().Add(30 * time.Second)
 			for {
 				err = check.CheckStandby(ctx)
-				// The second store's schema may not be replayed yet.
-				if !errors.Is(err, snapshot.ErrSchema) || time.Now().After(deadline) {
+				// The second store's database and schema may not be
+				// replayed yet.
+				if !(errors.Is(err, snapshot.ErrSchema) || errors.Is(err, snapshot.ErrUnavailable)) || time.Now().After(deadline) {
 					break
 				}
 				time.Sleep(50 * time.Millisecond)
