@@ -52,7 +52,7 @@ const RestartRemedy = "restart the replica: ObjectStack 17.4 reloads flows and p
 // Defaults of Options.
 const (
 	DefaultJitter         = 100 * time.Millisecond
-	DefaultSettle         = 500 * time.Millisecond
+	DefaultSettle         = time.Second
 	DefaultWindow         = 2 * time.Second
 	DefaultMinBackoff     = 500 * time.Millisecond
 	DefaultMaxBackoff     = 30 * time.Second
@@ -83,7 +83,7 @@ type Options struct {
 	// that has seen no other origin's message for 10 minutes does not wait.
 	Jitter time.Duration
 	// Settle is how long a message has to take effect before the replica
-	// is probed again.
+	// is probed again (a 17.4 node takes 0.3–1.5 s to register an object).
 	Settle time.Duration
 	// Window: a message seen on the bus up to this long before the change
 	// was noticed still counts as telling the replica (other sidecars may
@@ -639,6 +639,8 @@ func (d *Driver) publish(ctx context.Context, p plan) error {
 		if l.Channel != ChannelAuthz {
 			d.markSeen(l.Channel+"\x00"+l.Address, now)
 		}
+		d.log.DebugContext(ctx, "replica lane published", slog.String("kind", string(p.ref.Kind)), slog.String("key", p.ref.Key),
+			slog.String("channel", l.Channel))
 	}
 	return nil
 }
