@@ -155,7 +155,7 @@ func (tp *tap) count(channel string) int {
 // eventually polls cond until it holds or the deadline passes.
 func eventually(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(15 * time.Second)
+	deadline := time.Now().Add(30 * time.Second)
 	for !cond() {
 		if time.Now().After(deadline) {
 			t.Fatalf("timed out waiting for %s", what)
@@ -589,4 +589,18 @@ func TestTranslationServedForItsLocale(t *testing.T) {
 	if st, _ := d.Status(registry.KindEngine, "translation/fr_crm"); st.Attempts != 1 {
 		t.Fatalf("attempts = %d", st.Attempts)
 	}
+}
+
+// A process that lived briefly and booted slowly answers with a higher
+// uptime than the old one last showed: still a restart.
+func TestRestartAfterAShortLifeAndASlowBoot(t *testing.T) {
+	r := newRig(t)
+	n := r.node(t, replicatest.Options{})
+	d := r.sidecar(t, n, "reconciler:a", nil)
+	r.db.Put("object", "task", object("subject"))
+	d.Notify(change(registry.KindEngine, "object/task", reconcile.ActionCreate))
+	eventually(t, "in-sync", stateIs(d, registry.KindEngine, "object/task", replica.StateInSync))
+	eventually(t, "the node up for a while", func() bool { return n.Uptime() > 1500*time.Millisecond })
+	n.RestartBooted(2500 * time.Millisecond)
+	eventually(t, "served again", func() bool { return n.Registered("task") })
 }

@@ -111,8 +111,12 @@ func TestLanes(t *testing.T) {
 	// A datasource: datasource.mutated after active=false evicts the
 	// pools (status unvalidated), after true rebuilds them (ok).
 	bus.drain()
-	a.API().CreateDatasource(t, DatasourceDraft(t, "rt_ext", testdb.New(t)), "canary-"+randomHex(8))
+	canary := "canary-" + randomHex(8)
+	a.API().CreateDatasource(t, DatasourceDraft(t, "rt_ext", testdb.New(t)), canary)
 	for _, msg := range bus.waitFor(t, 10*time.Second, 2) {
+		if strings.Contains(msg.Payload, canary) {
+			t.Fatalf("node a published the datasource's password on %s", msg.Channel)
+		}
 		t.Logf("node a's datasource create published on %s: %s", msg.Channel, msg.Payload)
 	}
 	// Node a lists what it created; node b applies the lane (its log

@@ -226,7 +226,7 @@ func decode(v *viper.Viper) (*Config, error) {
 		HintListen:       d.boolean(KeyHintListen),
 		ApplyConcurrency: d.integer(KeyApplyConcurrency, 1),
 		ApplyTimeout:     d.duration(KeyApplyTimeout, 1),
-		JournalRetention: d.duration(KeyJournalRetention, 1),
+		JournalRetention: d.duration(KeyJournalRetention, MinJournalRetention),
 		DriftSchedule:    strings.TrimSpace(d.str(KeyDriftSchedule)),
 		DriftDir:         d.str(KeyDriftDir),
 		StatusListen:     d.str(KeyStatusListen),
@@ -341,6 +341,10 @@ const (
 	MinPollInterval = 50 * time.Millisecond
 	// MinResyncInterval is the shortest resync.interval other than 0.
 	MinResyncInterval = time.Second
+	// MinJournalRetention is the shortest journal.retention: pruning
+	// entries younger than a few polls would expire the replicas' cursors
+	// and make every one of them relist the whole store, again and again.
+	MinJournalRetention = time.Minute
 )
 
 // duration parses a Go duration ("1s", "15m"); min is 0 (may be zero), 1

@@ -113,6 +113,7 @@ func TestValidation(t *testing.T) {
 		{name: "spinning poll", file: "poll:\n  interval: 1ns\n", key: "poll.interval", want: "must be at least 50ms (a shorter one keeps a core busy), got 1ns"},
 		{name: "spinning poll from env", args: []string{"--poll.interval=49ms"}, key: "poll.interval", want: "at least 50ms"},
 		{name: "spinning resync", file: "resync:\n  interval: 10ms\n", key: "resync.interval", want: "must be 0 (off) or at least 1s"},
+		{name: "spinning retention", file: "journal:\n  retention: 1ns\n", key: "journal.retention", want: "must be at least 1m0s"},
 		{name: "zero apply timeout", file: "apply:\n  timeout: 0s\n", key: "apply.timeout", want: "greater than zero"},
 		{name: "public listen without token", file: "status:\n  listen: 0.0.0.0:9477\n", key: "status.listen", want: "not a loopback address: the status API needs a token there (set status.token_env)"},
 		{name: "empty host listen without token", file: "status:\n  listen: \":9477\"\n", key: "status.listen", want: "needs a token"},

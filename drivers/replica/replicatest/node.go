@@ -109,6 +109,7 @@ type Node struct {
 
 	mu          sync.Mutex
 	booted      time.Time
+	bootFor     time.Duration             // answers 503 until up this long
 	objects     map[string]map[string]any // registered objects
 	flows       map[string]map[string]any // loaded at boot
 	permissions map[string]map[string]any // loaded at boot
@@ -189,6 +190,23 @@ func (n *Node) boot() {
 // Restart simulates a process restart: uptime starts again, run-time
 // objects are forgotten, flows and permission sets are reloaded.
 func (n *Node) Restart() { n.boot() }
+
+// RestartBooted is Restart by a process that takes boot to start: it
+// answers 503 until its uptime reaches boot (so its first uptime may be
+// above the one the old process last showed).
+func (n *Node) RestartBooted(boot time.Duration) {
+	n.boot()
+	n.mu.Lock()
+	n.bootFor = boot
+	n.mu.Unlock()
+}
+
+// Uptime is how long the node has run.
+func (n *Node) Uptime() time.Duration {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return time.Since(n.booted)
+}
 
 // SetDown makes every route answer 503 (or serve again).
 func (n *Node) SetDown(down bool) {
@@ -337,7 +355,7 @@ func (n *Node) serve(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	n.mu.Lock()
-	down, booted := n.down, n.booted
+	down, booted := n.down || time.Since(n.booted) < n.bootFor, n.booted
 	n.mu.Unlock()
 	if down {
 		http.Error(w, "down", http.StatusServiceUnavailable)
