@@ -255,6 +255,7 @@ func (d *Daemon) Run(ctx context.Context) error {
 		Version:    d.opts.Version,
 		Store:      snapshot.RedactURL(cfg.StoreURL),
 		Replica:    replicaView{drv},
+		Fleet:      fleetReader(store, cfg.PollInterval),
 		Logger:     log,
 	}))
 	if err != nil {

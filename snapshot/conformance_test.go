@@ -877,3 +877,29 @@ VALUES ($1, 'view', 'all', 'org-1', 'crm', '{}')`
 		t.Fatalf("read after replace = %+v, %v", rows.Metadata, err)
 	}
 }
+
+// TestPlatformUpserts: the snapshottest statements that write rows the way
+// the platform does, on both stores.
+func TestPlatformUpserts(t *testing.T) {
+	t.Parallel()
+	snapshottest.Each(t, func(t *testing.T, s snapshot.Store, url string) {
+		_, c := relist(t, s)
+		snapshottest.Exec(t, url, snapshottest.UpsertMetadata, "m1", "view", "all", "org-1", nil, "active", `{"object":"account"}`, nil)
+		snapshottest.Exec(t, url, snapshottest.UpsertMetadata, "m1", "view", "all", "org-1", "crm", "active", `{"object":"lead"}`, "abc")
+		snapshottest.Exec(t, url, snapshottest.UpsertSecret, "sec_1", "datasource", "warehouse", "djE6eA")
+		snapshottest.Exec(t, url, snapshottest.UpsertSecret, "sec_1", "datasource", "warehouse", "djE6eQ")
+		got, _ := poll(t, s, c)
+		wantAddrs(t, got, "sys_metadata/m1", "sys_secret/sec_1")
+		rows, err := s.Read(ctxT(t), got)
+		if err != nil || len(rows.Metadata) != 1 || len(rows.Secrets) != 1 {
+			t.Fatalf("read = %+v, %v", rows, err)
+		}
+		m, sec := rows.Metadata[0], rows.Secrets[0]
+		if m.PackageID != "crm" || m.OrganizationID != "org-1" || string(m.Metadata) != `{"object":"lead"}` || m.Checksum != "abc" || m.Version != 2 {
+			t.Fatalf("metadata after upsert: %+v", m)
+		}
+		if sec.Ciphertext.Reveal() != "djE6eQ" || sec.Version != 2 || sec.KMSKeyID != "local:v1" {
+			t.Fatalf("secret after upsert: %+v", sec)
+		}
+	})
+}

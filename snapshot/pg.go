@@ -171,8 +171,9 @@ func (p *PG) Ping(ctx context.Context) error {
 // concurrent migrates and repeated runs are harmless) it creates the source
 // tables that are absent, in their owner's exact shape, applies the
 // embedded migrations not yet recorded in sys_reconciler_schema (the
-// reconciler's own bookkeeping table), and gives every source row that
-// has none a revision. It never alters an existing source table.
+// reconciler's own bookkeeping table), (re)creates the row triggers on the
+// source tables and gives every source row that has none a revision. It
+// never alters a column, index or constraint of an existing source table.
 func (p *PG) Migrate(ctx context.Context) error {
 	ms, err := loadMigrations("postgres")
 	if err != nil {

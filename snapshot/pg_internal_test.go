@@ -141,6 +141,45 @@ FROM generate_series(1, %d) g, (SELECT pg_snapshot_xmin(pg_current_snapshot())::
 	t.Logf("custom plan:\n%s", custom)
 }
 
+// TestReadPlanUsesIndexes: reading a few addresses among many rows finds
+// the rows and their revisions through the primary keys, never by scanning
+// a table.
+func TestReadPlanUsesIndexes(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	p, _, _ := newTracedPG(t)
+	const n = 5_000
+	for _, q := range []string{
+		fmt.Sprintf(`INSERT INTO sys_metadata (id, type, name, metadata) SELECT 'm' || g, 'object', 'o' || g, '{}' FROM generate_series(1, %d) g`, n),
+		fmt.Sprintf(`INSERT INTO sys_secret (id, ciphertext) SELECT 's' || g, 'c' FROM generate_series(1, %d) g`, n),
+		fmt.Sprintf(`INSERT INTO sys_connector_credential (ref, value) SELECT 'c' || g, 'v' FROM generate_series(1, %d) g`, n),
+		"ANALYZE",
+	} {
+		if _, err := p.pool.Exec(ctx, q); err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+	}
+	for _, c := range []struct{ query, key string }{
+		{pgSelectMetadata + " WHERE m.id = ANY($1) ORDER BY m.id", "m"},
+		{pgSelectSecret + " WHERE s.id = ANY($1) ORDER BY s.id", "s"},
+		{pgSelectCredential + " WHERE c.ref = ANY($1) ORDER BY c.ref", "c"},
+	} {
+		rows, err := p.pool.Query(ctx, "EXPLAIN "+c.query, []string{c.key + "1", c.key + "77", c.key + "4999"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		lines, err := pgx.CollectRows(rows, pgx.RowTo[string])
+		if err != nil {
+			t.Fatal(err)
+		}
+		plan := strings.Join(lines, "\n")
+		if strings.Contains(plan, "Seq Scan") || !strings.Contains(plan, "sys_reconciler_revision_pkey") {
+			t.Errorf("plan of a read scans a table:\n%s", plan)
+		}
+		t.Logf("%s", plan)
+	}
+}
+
 func TestListenReconnects(t *testing.T) {
 	t.Parallel()
 	p, _, _ := newTracedPG(t)

@@ -137,8 +137,9 @@ func (s *SQLite) writeTx(ctx context.Context, f func(c *sql.Conn) error) (err er
 
 // Migrate implements Store: in one write transaction it creates the
 // source tables that are absent, applies the embedded migrations not yet
-// recorded in sys_reconciler_schema and gives every source row that has
-// none a revision. It never alters an existing source table.
+// recorded in sys_reconciler_schema, (re)creates the row triggers on the
+// source tables and gives every source row that has none a revision. It
+// never alters a column, index or constraint of an existing source table.
 func (s *SQLite) Migrate(ctx context.Context) error {
 	ms, err := loadMigrations("sqlite")
 	if err != nil {

@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"fmt"
-	"sort"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -12,6 +11,7 @@ import (
 
 	"github.com/objectstack-fleet/reconciler/daemon"
 	"github.com/objectstack-fleet/reconciler/internal/config"
+	"github.com/objectstack-fleet/reconciler/internal/fleet"
 	"github.com/objectstack-fleet/reconciler/registry"
 	"github.com/objectstack-fleet/reconciler/snapshot"
 )
@@ -34,22 +34,11 @@ cursor older than 2×poll.interval×5). Exits 0 even when some are flagged.`,
 	}
 }
 
-// fleetRow is one replica in `reconciler fleet --json`.
-type fleetRow struct {
-	snapshot.Replica
-	HeartbeatAgeSeconds float64          `json:"heartbeat_age_seconds"`
-	BehindEntries       int64            `json:"behind_entries"`
-	LagSeconds          float64          `json:"lag_seconds"`
-	States              map[string]int64 `json:"states"`
-	Stale               bool             `json:"stale"`
-	Lagging             bool             `json:"lagging"`
-}
-
-// fleetView is the whole answer of `reconciler fleet --json`.
-type fleetView struct {
-	Head     snapshot.Watermark `json:"head"`
-	Replicas []fleetRow         `json:"replicas"`
-}
+// fleetRow and fleetView are the answer of `reconciler fleet --json`.
+type (
+	fleetRow  = fleet.Row
+	fleetView = fleet.View
+)
 
 func runFleet(ctx context.Context, c *cli, fs *pflag.FlagSet) error {
 	if err := noArgs(c); err != nil {
@@ -86,30 +75,7 @@ func runFleet(ctx context.Context, c *cli, fs *pflag.FlagSet) error {
 }
 
 func buildFleet(head snapshot.Watermark, reps []snapshot.Replica, poll time.Duration, now time.Time) fleetView {
-	beat := daemon.HeartbeatInterval(poll)
-	view := fleetView{Head: head, Replicas: make([]fleetRow, 0, len(reps))}
-	for _, r := range reps {
-		row := fleetRow{Replica: r, States: map[string]int64{}}
-		row.HeartbeatAgeSeconds = max(now.Sub(r.HeartbeatAt), 0).Seconds()
-		row.BehindEntries = max(head.Seq-r.CursorSeq, 0)
-		if row.BehindEntries > 0 && !r.CursorAt.IsZero() {
-			row.LagSeconds = max(now.Sub(r.CursorAt), 0).Seconds()
-		}
-		for k, n := range r.Counts {
-			_, state, ok := strings.Cut(k, "/")
-			if !ok {
-				state = k
-			}
-			row.States[state] += n
-		}
-		if !r.Stopped {
-			row.Stale = now.Sub(r.HeartbeatAt) > 3*beat
-			row.Lagging = row.BehindEntries > 0 && row.LagSeconds > (2*beat).Seconds()
-		}
-		view.Replicas = append(view.Replicas, row)
-	}
-	sort.Slice(view.Replicas, func(i, j int) bool { return view.Replicas[i].ReplicaID < view.Replicas[j].ReplicaID })
-	return view
+	return fleet.Build(head, reps, daemon.HeartbeatInterval(poll), now)
 }
 
 func printFleet(c *cli, v fleetView) {

@@ -19,6 +19,7 @@ import (
 
 	"github.com/objectstack-fleet/reconciler/internal/coalesce"
 	"github.com/objectstack-fleet/reconciler/internal/config"
+	"github.com/objectstack-fleet/reconciler/internal/fleet"
 	"github.com/objectstack-fleet/reconciler/reconcile"
 	"github.com/objectstack-fleet/reconciler/registry"
 )
@@ -51,6 +52,8 @@ type Options struct {
 	// Replica, if set, adds the replica state of each item to /v1/items
 	// and a summary to /v1/status.
 	Replica Replica
+	// Fleet, if set, reads the fleet's heartbeats for the status page.
+	Fleet func(ctx context.Context) (fleet.View, error)
 }
 
 // Replica is what the API shows of the replica beside the sidecar.
@@ -108,6 +111,7 @@ func NewHandler(o Options) *Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /healthz", h.healthz)
 	mux.HandleFunc("GET /readyz", h.readyz)
+	mux.Handle("GET /{$}", h.pageAuth(http.HandlerFunc(h.page)))
 	mux.Handle("GET /metrics", h.auth(h.metrics()))
 	mux.Handle("GET /v1/status", h.auth(http.HandlerFunc(h.status)))
 	mux.Handle("GET /v1/items", h.auth(http.HandlerFunc(h.items)))

@@ -12,11 +12,12 @@ import (
 	"time"
 
 	"github.com/objectstack-fleet/reconciler/drivers/replica"
+	"github.com/objectstack-fleet/reconciler/drivers/replica/replicatest"
 )
 
 // startReplicaDaemon runs `reconciler run` beside node on the stack's
 // database, driving node through the stack's bus.
-func startReplicaDaemon(t *testing.T, stack *Stack, node *Node) *Daemon {
+func startReplicaDaemon(t *testing.T, stack *Stack, node *Node, busURL string) *Daemon {
 	t.Helper()
 	env := []string{
 		"RECONCILER_STORE_URL=" + stack.DatabaseURL,
@@ -25,7 +26,7 @@ func startReplicaDaemon(t *testing.T, stack *Stack, node *Node) *Daemon {
 		"RECONCILER_REPLICA_URL=" + node.BaseURL(),
 		"RECONCILER_REPLICA_TOKEN_ENV=OS_TOKEN",
 		"OS_TOKEN=" + stack.Token(),
-		"RECONCILER_REPLICA_BUS_URL=" + stack.Redis.URL(),
+		"RECONCILER_REPLICA_BUS_URL=" + busURL,
 		"OS_SECRET_KEY=" + stack.SecretKey,
 	}
 	d := StartDaemon(t, reconcilerBin, env)
@@ -85,8 +86,14 @@ func TestReplicaDaemons(t *testing.T) {
 	nodes := []*Node{a, b}
 	Reconcile(t, reconcilerBin, nil, "migrate", "--store.url", stack.DatabaseURL)
 	tap := tapBus(t, stack.Redis)
-	da := startReplicaDaemon(t, stack, a)
-	db := startReplicaDaemon(t, stack, b)
+	// The sidecars reach the bus through a proxy that can lose PUBLISH.
+	proxy, err := replicatest.NewLossyProxy(stack.Redis.Addr(), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer proxy.Close()
+	da := startReplicaDaemon(t, stack, a, proxy.URL())
+	db := startReplicaDaemon(t, stack, b, proxy.URL())
 	daemons := []*Daemon{da, db}
 	figures := map[string]string{}
 
@@ -140,6 +147,24 @@ func TestReplicaDaemons(t *testing.T) {
 	}, func(n *Node) bool { return !served(t, n, "rt_daemon_note") })
 	figures["object deleted: commit → gone from both"] = d.Round(time.Millisecond).String()
 
+	// Half the sidecars' messages lost: both nodes still serve every change.
+	proxy.SetLoss(0.5)
+	start := time.Now()
+	var lossy []string
+	for i := range 4 {
+		name := fmt.Sprintf("rt_daemon_lossy_%d", i)
+		lossy = append(lossy, name)
+		if _, err := InsertMetadata(ctx, stack.DatabaseURL, "object", name, noteBody(name)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, name := range lossy {
+		waitBoth(t, "serves "+name, nodes, func(n *Node) bool { return served(t, n, name) })
+	}
+	proxy.SetLoss(0)
+	figures["50% of PUBLISH lost: 4 objects served by both after"] = time.Since(start).Round(time.Millisecond).String()
+	figures["50% of PUBLISH lost: lost / sent so far"] = fmt.Sprintf("%d / %d", proxy.Dropped.Load(), proxy.Published.Load())
+
 	changed := strings.Replace(PermissionBody, `"allowEdit":true`, `"allowEdit":false`, 1)
 	if err := UpdateMetadata(ctx, stack.DatabaseURL, "permission", "rt_task_editor", changed); err != nil {
 		t.Fatal(err)
@@ -155,7 +180,7 @@ func TestReplicaDaemons(t *testing.T) {
 	}
 
 	b.Restart()
-	start := time.Now()
+	start = time.Now()
 	waitBoth(t, "serves its run-time objects again", []*Node{b}, func(n *Node) bool {
 		return served(t, n, "rt_task") && served(t, n, "rt_project") && servesField(t, n, "rt_task", "priority")
 	})

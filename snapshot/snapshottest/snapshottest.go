@@ -103,6 +103,28 @@ func Each(t *testing.T, f func(t *testing.T, s snapshot.Store, url string)) {
 	})
 }
 
+// Statements that write source rows the way the ObjectStack platform does
+// (every column it sets, NULL where it leaves one), for Exec on either
+// store. Writers never set a revision: the store's triggers do.
+const (
+	// UpsertMetadata writes a sys_metadata row: $1 id, $2 type, $3 name,
+	// $4 organization_id, $5 package_id (nil for NULL), $6 state, $7 the
+	// metadata text, $8 checksum (nil for NULL). An existing id gets the
+	// new values and its version incremented, as the platform's saves do.
+	UpsertMetadata = `INSERT INTO sys_metadata (id, type, name, organization_id, package_id, state, metadata, checksum,
+  namespace, scope, strategy, version, source, created_at, updated_at)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8, 'default', 'platform', 'merge', 1, 'api', CURRENT_TIMESTAMP, CURRENT_TIMESTAMP)
+ON CONFLICT (id) DO UPDATE SET type = excluded.type, name = excluded.name, organization_id = excluded.organization_id,
+  package_id = excluded.package_id, state = excluded.state, metadata = excluded.metadata, checksum = excluded.checksum,
+  version = sys_metadata.version + 1, updated_at = CURRENT_TIMESTAMP`
+	// UpsertSecret writes a sys_secret row: $1 id, $2 namespace, $3 key,
+	// $4 ciphertext, with the platform's local key and algorithm.
+	UpsertSecret = `INSERT INTO sys_secret (id, namespace, key, kms_key_id, alg, version, ciphertext, created_at, updated_at)
+VALUES ($1, $2, $3, 'local:v1', 'aes-256-gcm', 1, $4, CURRENT_TIMESTAMP, CURRENT_TIMESTAMP)
+ON CONFLICT (id) DO UPDATE SET namespace = excluded.namespace, key = excluded.key, ciphertext = excluded.ciphertext,
+  version = sys_secret.version + 1, rotated_at = CURRENT_TIMESTAMP, updated_at = CURRENT_TIMESTAMP`
+)
+
 // Exec runs one statement on the store at url (postgres:// or sqlite://)
 // on a connection of its own, failing the test on error. Placeholders are
 // $1, $2, … on both stores, so one statement text serves both.

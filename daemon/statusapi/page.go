@@ -1,0 +1,279 @@
+package statusapi
+
+import (
+	"bytes"
+	"context"
+	"crypto/subtle"
+	_ "embed"
+	"encoding/json"
+	"fmt"
+	"html/template"
+	"log/slog"
+	"net/http"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/objectstack-fleet/reconciler/internal/fleet"
+	"github.com/objectstack-fleet/reconciler/registry"
+)
+
+// The status page: GET / renders this replica at a glance for a person,
+// server-side, with no script and no external asset; it refreshes itself.
+// Every string derived from a row (keys, reasons, replica ids, errors) is
+// escaped by html/template.
+
+//go:embed page.html.tmpl
+var pageSource string
+
+var pageTemplate = template.Must(template.New("page").Funcs(template.FuncMap{
+	"age":      pageAge,
+	"seconds":  func(s float64) string { return pageAge(time.Duration(s * float64(time.Second))) },
+	"stateCSS": func(s string) string { return "st-" + strings.Map(cssSafe, s) },
+}).Parse(pageSource))
+
+// pageRefresh is how often the page reloads itself.
+const pageRefresh = 5 * time.Second
+
+// fleetTimeout bounds the page's read of the fleet from the store.
+const fleetTimeout = 3 * time.Second
+
+// pageItem is a non-ready entry on the page.
+type pageItem struct {
+	registry.Entry
+	Replica *pageReplica
+}
+
+// pageReplica is an entry's state on the replica (the fields of the
+// replica driver's JSON that the page shows).
+type pageReplica struct {
+	State    string    `json:"state"`
+	Attempts int       `json:"attempts"`
+	Error    string    `json:"error"`
+	Remedy   string    `json:"remedy"`
+	Since    time.Time `json:"since"`
+}
+
+type pageReplicaItem struct {
+	Kind registry.Kind
+	Key  string
+	pageReplica
+}
+
+type pageCounts struct {
+	Kind   registry.Kind
+	Counts []int
+	Total  int
+}
+
+type pageKV struct{ Key, Value string }
+
+type pageData struct {
+	Now          time.Time
+	Refresh      int
+	Version      string
+	Store        string
+	Status       StatusBodyView
+	States       []registry.State
+	Counts       []pageCounts
+	NotReady     []pageItem
+	Replica      []pageKV // the replica summary, flattened
+	ReplicaItems []pageReplicaItem
+	Driven       bool
+	Fleet        *fleet.View
+	FleetError   string
+	FleetOff     bool
+}
+
+// StatusBodyView is the part of the loop's status the page shows.
+type StatusBodyView struct {
+	Replica      string
+	Synced       bool
+	StoreUp      bool
+	StartedAt    time.Time
+	Cursor       string
+	CursorAt     time.Time
+	LagSeconds   float64
+	LastError    string
+	Pending      int64
+	Blockers     []string
+	Passes       int64
+	LastPassAt   time.Time
+	LastPassTrig string
+}
+
+// page serves GET /.
+func (h *Handler) page(w http.ResponseWriter, r *http.Request) {
+	data := h.pageData(r.Context())
+	var buf bytes.Buffer
+	if err := pageTemplate.Execute(&buf, data); err != nil {
+		h.o.Logger.ErrorContext(r.Context(), "status page failed", slog.String("error", err.Error()))
+		writeError(w, http.StatusInternalServerError, "status page failed")
+		return
+	}
+	w.Header().Set("Content-Type", "text/html; charset=utf-8")
+	w.Header().Set("Cache-Control", "no-store")
+	// No script, no external asset, no framing, no referrer.
+	w.Header().Set("Content-Security-Policy", "default-src 'none'; style-src 'unsafe-inline'; img-src data:; frame-ancestors 'none'; base-uri 'none'; form-action 'none'")
+	w.Header().Set("X-Content-Type-Options", "nosniff")
+	w.Header().Set("Referrer-Policy", "no-referrer")
+	_, _ = w.Write(buf.Bytes())
+}
+
+func (h *Handler) pageData(ctx context.Context) pageData {
+	st := h.o.Backend.Status()
+	d := pageData{
+		Now: time.Now(), Refresh: int(pageRefresh / time.Second), Version: h.o.Version, Store: h.o.Store,
+		States: registry.States,
+		Status: StatusBodyView{
+			Replica: st.Replica, Synced: st.Synced, StoreUp: st.StoreUp, StartedAt: st.StartedAt,
+			Cursor: st.Cursor.String(), CursorAt: st.Cursor.At, LagSeconds: st.LagSeconds,
+			LastError: st.LastError, Pending: st.Stall.Pending, Passes: st.Passes,
+		},
+	}
+	for _, b := range st.Stall.Blockers {
+		d.Status.Blockers = append(d.Status.Blockers, fmt.Sprintf("pid %d, open %s (%s)", b.PID, pageAge(b.XactAge), b.State))
+	}
+	if st.LastPass != nil {
+		d.Status.LastPassAt = st.LastPass.At
+		d.Status.LastPassTrig = string(st.LastPass.Trigger)
+	}
+	for _, k := range registry.Kinds {
+		c := pageCounts{Kind: k}
+		for _, s := range registry.States {
+			n := st.Counts[k][s]
+			c.Counts = append(c.Counts, n)
+			c.Total += n
+		}
+		d.Counts = append(d.Counts, c)
+	}
+	entries := h.o.Backend.Registries().List("", "")
+	for _, e := range entries {
+		var rs *pageReplica
+		if h.o.Replica != nil {
+			rs = decodeReplica(h.o.Replica.ItemReplica(e.Kind, e.Key))
+			if rs != nil && rs.State != "in-sync" && rs.State != "unverifiable" {
+				d.ReplicaItems = append(d.ReplicaItems, pageReplicaItem{Kind: e.Kind, Key: e.Key, pageReplica: *rs})
+			}
+		}
+		if e.State != registry.StateReady {
+			d.NotReady = append(d.NotReady, pageItem{Entry: e, Replica: rs})
+		}
+	}
+	sort.SliceStable(d.NotReady, func(i, j int) bool { return d.NotReady[i].Since.Before(d.NotReady[j].Since) })
+	if h.o.Replica != nil {
+		if s := h.o.Replica.ReplicaSummary(); s != nil {
+			d.Driven = true
+			d.Replica = flatten(s)
+		}
+	}
+	if h.o.Fleet == nil {
+		d.FleetOff = true
+	} else {
+		fctx, cancel := context.WithTimeout(ctx, fleetTimeout)
+		defer cancel()
+		if v, err := h.o.Fleet(fctx); err != nil {
+			d.FleetError = err.Error()
+		} else {
+			d.Fleet = &v
+		}
+	}
+	return d
+}
+
+// decodeReplica reads an entry's replica state through its JSON (nil:
+// none).
+func decodeReplica(v any) *pageReplica {
+	if v == nil {
+		return nil
+	}
+	b, err := json.Marshal(v)
+	if err != nil {
+		return nil
+	}
+	var r pageReplica
+	if json.Unmarshal(b, &r) != nil || r.State == "" {
+		return nil
+	}
+	return &r
+}
+
+// flatten lists a JSON-able value's leaves as dotted keys, sorted.
+func flatten(v any) []pageKV {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return nil
+	}
+	var m any
+	if json.Unmarshal(b, &m) != nil {
+		return nil
+	}
+	var out []pageKV
+	var walk func(prefix string, v any)
+	walk = func(prefix string, v any) {
+		switch x := v.(type) {
+		case map[string]any:
+			for k, vv := range x {
+				key := k
+				if prefix != "" {
+					key = prefix + "." + k
+				}
+				walk(key, vv)
+			}
+		case []any:
+			out = append(out, pageKV{prefix, fmt.Sprintf("%d entries", len(x))})
+		case nil:
+		default:
+			out = append(out, pageKV{prefix, fmt.Sprint(x)})
+		}
+	}
+	walk("", m)
+	sort.Slice(out, func(i, j int) bool { return out[i].Key < out[j].Key })
+	return out
+}
+
+// pageAge prints a duration briefly ("3.2s", "4m10s", "2h5m").
+func pageAge(d time.Duration) string {
+	switch {
+	case d < 0:
+		d = 0
+	case d < time.Second:
+		return d.Round(time.Millisecond).String()
+	case d < time.Minute:
+		return d.Round(100 * time.Millisecond).String()
+	case d < time.Hour:
+		return d.Round(time.Second).String()
+	}
+	return d.Round(time.Minute).String()
+}
+
+func cssSafe(r rune) rune {
+	if r >= 'a' && r <= 'z' || r >= '0' && r <= '9' || r == '-' {
+		return r
+	}
+	return '-'
+}
+
+// pageAuth guards the page: with a token configured it accepts the API's
+// bearer token, or HTTP Basic authentication with the token as the
+// password (any user name), which a browser asks for by itself and keeps
+// sending on each refresh. Without a token the page is open like the API.
+func (h *Handler) pageAuth(next http.Handler) http.Handler {
+	if h.o.Token == "" {
+		return next
+	}
+	bearer := []byte("Bearer " + h.o.Token)
+	token := []byte(h.o.Token)
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		ok := subtle.ConstantTimeCompare([]byte(r.Header.Get("Authorization")), bearer) == 1
+		if _, pw, basic := r.BasicAuth(); !ok && basic {
+			ok = subtle.ConstantTimeCompare([]byte(pw), token) == 1
+		}
+		if !ok {
+			w.Header().Set("WWW-Authenticate", `Basic realm="reconciler", charset="UTF-8"`)
+			writeError(w, http.StatusUnauthorized, "missing or wrong token (user: any, password: the status token)")
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
+}

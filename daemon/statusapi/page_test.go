@@ -1,0 +1,136 @@
+package statusapi
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"net/http/httptest"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/objectstack-fleet/reconciler/internal/fleet"
+	"github.com/objectstack-fleet/reconciler/registry"
+	"github.com/objectstack-fleet/reconciler/snapshot"
+)
+
+type pageReplicaFake struct{}
+
+func (pageReplicaFake) ItemReplica(kind registry.Kind, key string) any {
+	if key == "flow/<b>f</b>" {
+		return map[string]any{"state": "stale", "remedy": "restart <the> replica", "since": time.Now().Add(-time.Minute)}
+	}
+	return map[string]any{"state": "in-sync", "since": time.Now()}
+}
+func (pageReplicaFake) ReplicaSummary() any {
+	return map[string]any{"states": map[string]int{"in-sync": 1, "stale": 1}, "reachable": true}
+}
+
+const hostile = `<script>alert("x")</script><img src=x onerror=alert(1)>`
+
+func pageHandler(t *testing.T, token string, fleetErr error) *Handler {
+	t.Helper()
+	b := newFake()
+	b.regs.Of(registry.KindEngine).Put(registry.Entry{Key: "flow/<b>f</b>", Revision: 9, State: registry.StateHeld, Reason: "references missing object " + hostile, Since: time.Now().Add(-time.Hour)})
+	return NewHandler(Options{Backend: b, Token: token, Version: "v-test", Store: "sqlite://x", Replica: pageReplicaFake{},
+		Fleet: func(context.Context) (fleet.View, error) {
+			if fleetErr != nil {
+				return fleet.View{}, fleetErr
+			}
+			now := time.Now()
+			return fleet.Build(snapshot.Watermark{Seq: 10, At: now}, []snapshot.Replica{
+				{ReplicaID: "r1", Host: "h1", HeartbeatAt: now, CursorSeq: 10, CursorAt: now, Counts: map[string]int64{"connector/held": 1}},
+				{ReplicaID: "r2" + hostile, Host: "h2", HeartbeatAt: now.Add(-time.Hour), CursorSeq: 2, CursorAt: now.Add(-time.Hour), LastError: hostile},
+			}, 5*time.Second, now), nil
+		}})
+}
+
+func getPage(h http.Handler, header ...string) *httptest.ResponseRecorder {
+	r := httptest.NewRequest(http.MethodGet, "/", nil)
+	r.Host = "127.0.0.1:9477"
+	for i := 0; i+1 < len(header); i += 2 {
+		r.Header.Set(header[i], header[i+1])
+	}
+	w := httptest.NewRecorder()
+	h.ServeHTTP(w, r)
+	return w
+}
+
+func TestPageRendersAndEscapes(t *testing.T) {
+	t.Parallel()
+	w := getPage(pageHandler(t, "", nil))
+	if w.Code != http.StatusOK || !strings.HasPrefix(w.Header().Get("Content-Type"), "text/html") {
+		t.Fatalf("GET /: %d %s", w.Code, w.Header().Get("Content-Type"))
+	}
+	body := w.Body.String()
+	for _, want := range []string{
+		`<meta http-equiv="refresh" content="5">`,
+		"crm", "refused upstream: 401", // the fake's held connector and its reason
+		"flow/&lt;b&gt;f&lt;/b&gt;", "references missing object &lt;script&gt;",
+		"restart &lt;the&gt; replica", // the replica's remedy
+		"states.stale", "r2&lt;script&gt;", "stale</span>",
+	} {
+		if !strings.Contains(body, want) {
+			t.Errorf("page lacks %q", want)
+		}
+	}
+	if strings.Contains(body, "<script") || strings.Contains(body, "<img") || strings.Contains(body, "<b>") {
+		t.Error("a row-derived string reached the page unescaped")
+	}
+	// No external asset: no src or href at all, no url() in the style.
+	if m := regexp.MustCompile(`(?i)<[^>]*\b(src|href)\s*=|url\(`).FindString(body); m != "" {
+		t.Errorf("page refers to an asset: %q", m)
+	}
+	if csp := w.Header().Get("Content-Security-Policy"); !strings.Contains(csp, "default-src 'none'") {
+		t.Errorf("CSP %q", csp)
+	}
+	// Only GET / is the page; other paths stay 404.
+	r := httptest.NewRequest(http.MethodGet, "/nope", nil)
+	r.Host = "127.0.0.1:9477"
+	nw := httptest.NewRecorder()
+	pageHandler(t, "", nil).ServeHTTP(nw, r)
+	if nw.Code != http.StatusNotFound {
+		t.Errorf("GET /nope: %d", nw.Code)
+	}
+}
+
+func TestPageFleetUnavailable(t *testing.T) {
+	t.Parallel()
+	body := getPage(pageHandler(t, "", errors.New("read heartbeats: <down>"))).Body.String()
+	if !strings.Contains(body, "fleet unavailable") || !strings.Contains(body, "read heartbeats: &lt;down&gt;") {
+		t.Errorf("fleet error not shown:\n%s", body)
+	}
+}
+
+func TestPageToken(t *testing.T) {
+	t.Parallel()
+	const token = "page-canary-token"
+	h := pageHandler(t, token, nil)
+	basic := func(user, pw string) string {
+		r := httptest.NewRequest(http.MethodGet, "/", nil)
+		r.SetBasicAuth(user, pw)
+		return r.Header.Get("Authorization")
+	}
+	for _, tc := range []struct {
+		name, auth string
+		code       int
+	}{
+		{"none", "", http.StatusUnauthorized},
+		{"wrong basic", basic("admin", "nope"), http.StatusUnauthorized},
+		{"wrong bearer", "Bearer nope", http.StatusUnauthorized},
+		{"basic", basic("anyone", token), http.StatusOK},
+		{"bearer", "Bearer " + token, http.StatusOK},
+	} {
+		w := getPage(h, "Authorization", tc.auth)
+		if w.Code != tc.code {
+			t.Errorf("%s: %d, want %d", tc.name, w.Code, tc.code)
+		}
+		if tc.code == http.StatusUnauthorized && !strings.HasPrefix(w.Header().Get("WWW-Authenticate"), "Basic ") {
+			t.Errorf("%s: WWW-Authenticate %q: a browser would not ask for the token", tc.name, w.Header().Get("WWW-Authenticate"))
+		}
+		if strings.Contains(w.Body.String(), token) {
+			t.Errorf("%s: the token is on the page", tc.name)
+		}
+	}
+}
