@@ -57,7 +57,7 @@ type LanesResult struct {
 	// PushLost and ReconcilerLost count the PUBLISH commands the proxy
 	// lost in each path.
 	PushLost, ReconcilerLost int64
-	Fleet              []laneFleet
+	Fleet                    []laneFleet
 }
 
 // laneFleet is messages per change across N sidecars (no loss).
