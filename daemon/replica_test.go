@@ -94,12 +94,13 @@ func TestReplicaDriven(t *testing.T) {
 		time.Sleep(20 * time.Millisecond)
 	}
 	var st struct {
-		Replica struct {
+		Replica     string `json:"replica"`
+		ReplicaSync struct {
 			Counts    map[string]int `json:"counts"`
 			Reachable bool           `json:"reachable"`
-		} `json:"replica"`
+		} `json:"replica_sync"`
 	}
-	if err := json.Unmarshal([]byte(get("/v1/status")), &st); err != nil || st.Replica.Counts["in-sync"] != 1 || !st.Replica.Reachable {
+	if err := json.Unmarshal([]byte(get("/v1/status")), &st); err != nil || st.ReplicaSync.Counts["in-sync"] != 1 || !st.ReplicaSync.Reachable || st.Replica == "" {
 		t.Fatalf("/v1/status replica: %v %+v", err, st)
 	}
 	var dr struct {
@@ -155,7 +156,7 @@ func TestReplicaMetricsWithoutReplica(t *testing.T) {
 	}
 	b, _ = io.ReadAll(resp.Body)
 	resp.Body.Close()
-	if strings.Contains(string(b), `"replica": {`) {
+	if strings.Contains(string(b), `"replica_sync"`) {
 		t.Fatalf("status has a replica part without replica.url: %s", b)
 	}
 }

@@ -37,9 +37,6 @@ type Desired struct {
 	Refs []registry.Ref
 }
 
-// Ref returns the entry's registry address.
-func (d Desired) Ref() registry.Ref { return registry.Ref{Kind: d.Kind, Key: d.Key} }
-
 // Materializer builds live instances of one kind. Materialize must honour
 // ctx (apply.timeout) and classify failures with Refused, Invalid or
 // Transient; an unclassified error counts as transient. It never closes the

@@ -7,6 +7,7 @@
 #   BENCH_RUNS    repeated runs per figure (medians), default 3
 #   BENCH_FLAGS   any further flags of bench/cmd/reconciler-bench (-h lists them)
 #   BENCH_LANES_FLAGS  flags of bench/cmd/reconciler-bench-lanes (the lane path)
+#   BENCH_SCALE_FLAGS  flags of bench/cmd/reconciler-bench-scale (fleet at scale)
 #
 # Redis for the push-lane comparison is expected at 127.0.0.1:6379 (flag
 # -redis); when it is not reachable that comparison is skipped and the report
@@ -31,5 +32,19 @@ mkdir -p bin
 (cd bench && go build -o ../bin/reconciler-bench-lanes ./cmd/reconciler-bench-lanes)
 # shellcheck disable=SC2086
 bin/reconciler-bench-lanes -out bench ${BENCH_LANES_FLAGS:-}
+# The fleet at scale (bench/scale.md): 1–1,000 reconcilers polling one
+# primary directly, through PgBouncer (transaction mode) and reading a hot
+# standby. It starts its own clusters and PgBouncer; Debian's pgbouncer is
+# installed here when missing.
+if ! command -v pgbouncer >/dev/null 2>&1 && [ ! -x /usr/sbin/pgbouncer ]; then
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -q pgbouncer >/dev/null
+  else
+    echo "bench: pgbouncer is missing: apt-get install pgbouncer (as root), or BENCH_SCALE_FLAGS='-modes direct,standby'" >&2
+  fi
+fi
+(cd bench && go build -o ../bin/reconciler-bench-scale ./cmd/reconciler-bench-scale)
+# shellcheck disable=SC2086
+bin/reconciler-bench-scale -out bench -command "$cmd" ${BENCH_SCALE_FLAGS:-}
 # shellcheck disable=SC2086
 exec bin/reconciler-bench -sizes "$sizes" -runs "$runs" -out bench -command "$cmd" ${BENCH_FLAGS:-}

@@ -323,30 +323,15 @@ func parseSnapshot(s string) (pgSnap, error) {
 	return pgSnap{xmin, xmax}, nil
 }
 
-// pollSQL is the whole poll in one statement: the entries visible in the
-// current snapshot but not in the previous one ($1) — those whose xid was in
-// progress in $1 or falls in [$1.xmax, cur.xmax) — plus everything needed to
-// detect an expired or regressed cursor. Both branches read only the
-// (xid) INCLUDE (source, key, seq) index.
-const pollSQL = `WITH cur AS (SELECT pg_current_snapshot() AS s),
-prev AS (SELECT $1::text::pg_snapshot AS s),
-ch AS (
-  SELECT j.seq, j.source, j.key
-  FROM cur, prev, sys_reconcile_journal j
-  WHERE j.xid >= pg_snapshot_xmax(prev.s) AND j.xid < pg_snapshot_xmax(cur.s)
-    AND pg_visible_in_snapshot(j.xid, cur.s)
-  UNION ALL
-  SELECT j.seq, j.source, j.key
-  FROM cur, prev, pg_snapshot_xip(prev.s) AS x(xid)
-  JOIN sys_reconcile_journal j ON j.xid = x.xid
-  WHERE pg_visible_in_snapshot(j.xid, cur.s)
-)
-SELECT cur.s::text, st.store_id, st.pruned_xid::text,
-  greatest((SELECT max(seq) FROM sys_reconcile_journal), st.pruned_seq),
-  now(), coalesce(agg.sources, '{}'), coalesce(agg.keys, '{}')
-FROM cur, sys_reconciler_state st,
-  (SELECT array_agg(source ORDER BY seq) AS sources, array_agg(key ORDER BY seq) AS keys FROM ch) agg
-WHERE st.id = 1`
+// pollSQL is the whole poll in one statement: the function
+// sys_reconciler_poll (see the migrations) returns the entries visible in
+// the current snapshot but not in the previous one ($1) — those whose xid
+// was in progress in $1 or falls in [$1.xmax, cur.xmax) — plus everything
+// needed to detect an expired or regressed cursor. Its body reads only the
+// (xid) INCLUDE (source, key, seq) index, with a plan the server keeps per
+// backend (so a pooler that cannot keep prepared statements does not make
+// every poll plan it again).
+const pollSQL = `SELECT * FROM sys_reconciler_poll($1)`
 
 // Poll implements Source in one round trip.
 func (p *PG) Poll(ctx context.Context, cur Cursor) ([]Address, Cursor, error) {

@@ -4,7 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"net"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -228,8 +231,9 @@ func TestStandbyRefused(t *testing.T) {
 			deadline := time.Now().Add(30 * time.Second)
 			for {
 				err = check.CheckStandby(ctx)
-				// The second store's schema may not be replayed yet.
-				if !errors.Is(err, snapshot.ErrSchema) || time.Now().After(deadline) {
+				// The second store's database and schema may not be
+				// replayed yet.
+				if !(errors.Is(err, snapshot.ErrSchema) || errors.Is(err, snapshot.ErrUnavailable)) || time.Now().After(deadline) {
 					break
 				}
 				time.Sleep(50 * time.Millisecond)
@@ -242,4 +246,114 @@ func TestStandbyRefused(t *testing.T) {
 	if _, err := snapshot.Open("sqlite://x.db", snapshot.OpenOptions{ReadURL: r.readURL}); !errors.Is(err, snapshot.ErrBadURL) {
 		t.Fatalf("sqlite store with a read url: %v, want ErrBadURL", err)
 	}
+}
+
+// switchProxy forwards TCP connections to one of two targets; switching
+// cuts the open connections (as a balancer moving clients would).
+type switchProxy struct {
+	l      net.Listener
+	mu     sync.Mutex
+	target string
+	conns  []net.Conn
+	wg     sync.WaitGroup
+}
+
+func newSwitchProxy(t *testing.T, target string) *switchProxy {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &switchProxy{l: l, target: target}
+	p.wg.Add(1)
+	go func() {
+		defer p.wg.Done()
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			p.mu.Lock()
+			up, err := net.Dial("tcp", p.target)
+			if err != nil {
+				p.mu.Unlock()
+				c.Close()
+				continue
+			}
+			p.conns = append(p.conns, c, up)
+			p.mu.Unlock()
+			p.wg.Add(2)
+			go func() { defer p.wg.Done(); _, _ = io.Copy(up, c); up.Close() }()
+			go func() { defer p.wg.Done(); _, _ = io.Copy(c, up); c.Close() }()
+		}
+	}()
+	t.Cleanup(func() {
+		l.Close()
+		p.switchTo("")
+		p.wg.Wait()
+	})
+	return p
+}
+
+// switchTo sends new connections to target and cuts the open ones.
+func (p *switchProxy) switchTo(target string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.target = target
+	for _, c := range p.conns {
+		c.Close()
+	}
+	p.conns = nil
+}
+
+// TestStandbyBehindCursor: the read URL moves to a standby that is behind
+// the cursor (a second standby behind a balancer, paused): polls wait
+// without an error and without moving the cursor back, a relist refuses
+// to go back, and once it replays every change arrives.
+func TestStandbyBehindCursor(t *testing.T) {
+	r := newStandbyRig(t)
+	ctx := ctxT(t)
+	second := r.primary.NewStandby(t)
+	hostport := func(u string) string { return strings.Split(strings.Split(u, "@")[1], "/")[0] }
+	proxy := newSwitchProxy(t, hostport(r.readURL))
+	viaProxy := strings.Replace(r.readURL, hostport(r.readURL), proxy.l.Addr().String(), 1)
+	store, err := snapshot.Open(r.url, snapshot.OpenOptions{ReadURL: viaProxy})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer store.Close()
+	r.store = store
+	_, cur, err := store.Relist(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.advance(t, cur)
+
+	snapshottest.Exec(t, second.URL("postgres"), "SELECT pg_wal_replay_pause()")
+	snapshottest.Exec(t, r.url, insStandbyMeta, "ahead")
+	r.pollUntil(t, "ahead")
+
+	proxy.switchTo(hostport(second.URL("postgres")))
+	held := r.cur
+	waited := 0
+	for range 5 {
+		addrs, next, err := store.Poll(ctx, r.cur)
+		if err != nil && !errors.Is(err, snapshot.ErrUnavailable) {
+			t.Fatalf("poll on a standby behind the cursor: %v", err)
+		}
+		if err == nil {
+			waited++
+			if len(addrs) > 0 || next.Snapshot != held.Snapshot {
+				t.Fatalf("poll on a standby behind the cursor moved it: %v, %s → %s", addrs, held, next)
+			}
+		}
+	}
+	if waited == 0 {
+		t.Fatal("no poll reached the standby behind the cursor")
+	}
+	if _, _, err := store.Relist(ctx); !errors.Is(err, snapshot.ErrUnavailable) {
+		t.Fatalf("relist on a standby behind the cursor = %v, want ErrUnavailable (waiting)", err)
+	}
+	snapshottest.Exec(t, r.url, insStandbyMeta, "later")
+	snapshottest.Exec(t, second.URL("postgres"), "SELECT pg_wal_replay_resume()")
+	r.pollUntil(t, "later")
 }

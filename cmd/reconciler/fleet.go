@@ -34,11 +34,8 @@ cursor older than 2×poll.interval×5). Exits 0 even when some are flagged.`,
 	}
 }
 
-// fleetRow and fleetView are the answer of `reconciler fleet --json`.
-type (
-	fleetRow  = fleet.Row
-	fleetView = fleet.View
-)
+// fleetView is the answer of `reconciler fleet --json`.
+type fleetView = fleet.View
 
 func runFleet(ctx context.Context, c *cli, fs *pflag.FlagSet) error {
 	if err := noArgs(c); err != nil {

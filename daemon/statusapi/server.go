@@ -69,8 +69,9 @@ type StatusBody struct {
 	reconcile.Status
 	Version string `json:"version"`
 	Store   string `json:"store"`
-	// Replica summarizes the replica's state (absent: no replica driven).
-	Replica any `json:"replica,omitempty"`
+	// ReplicaSync summarizes the replica's convergence (absent: no
+	// replica driven). Its JSON name leaves "replica" to the replica id.
+	ReplicaSync any `json:"replica_sync,omitempty"`
 }
 
 // Item is one entry of GET /v1/items.
@@ -250,7 +251,7 @@ func (h *Handler) metrics() http.Handler {
 func (h *Handler) status(w http.ResponseWriter, _ *http.Request) {
 	body := StatusBody{Status: h.o.Backend.Status(), Version: h.o.Version, Store: h.o.Store}
 	if h.o.Replica != nil {
-		body.Replica = h.o.Replica.ReplicaSummary()
+		body.ReplicaSync = h.o.Replica.ReplicaSummary()
 	}
 	writeJSON(w, http.StatusOK, body)
 }

@@ -23,6 +23,8 @@ type Cluster struct {
 	user     string
 	bin      string
 	password bool
+	tlsCert  []byte // PEM; with tlsKey: ssl=on, TCP only over TLS
+	tlsKey   []byte
 }
 
 // ClusterOption configures NewCluster.
@@ -33,6 +35,13 @@ type ClusterOption func(*Cluster)
 // returns a socket URL). Tests create roles with passwords through URL and
 // reach them over TCP with TCPURL.
 func WithPasswordAuth() ClusterOption { return func(c *Cluster) { c.password = true } }
+
+// WithTLS turns ssl on with the PEM certificate (chain) and key, and makes
+// TCP connections require TLS (hostnossl is rejected); the unix socket
+// stays plain.
+func WithTLS(certPEM, keyPEM []byte) ClusterOption {
+	return func(c *Cluster) { c.tlsCert, c.tlsKey = certPEM, keyPEM }
+}
 
 // NewCluster initdb's and starts a private cluster, failing the test with
 // a clear message when the PostgreSQL binaries cannot be found.
@@ -68,6 +77,9 @@ func NewCluster(t testing.TB, opts ...ClusterOption) *Cluster {
 	if err := c.run("initdb", append([]string{"-D", c.data(), "-U", c.user, "--no-sync", "-E", "UTF8"}, auth...)...); err != nil {
 		t.Fatalf("initdb: %v", err)
 	}
+	if c.tlsCert != nil {
+		c.setupTLS()
+	}
 	c.Start()
 	return c
 }
@@ -96,6 +108,9 @@ func (c *Cluster) Port() int { return c.port }
 func (c *Cluster) Start() {
 	c.t.Helper()
 	opts := fmt.Sprintf("-p %d -k %s -c listen_addresses=127.0.0.1 -c fsync=off -c synchronous_commit=off", c.port, c.dir)
+	if c.tlsCert != nil {
+		opts += " -c ssl=on -c ssl_cert_file=server.crt -c ssl_key_file=server.key"
+	}
 	if err := c.run("pg_ctl", "-D", c.data(), "-l", filepath.Join(c.dir, "server.log"), "-w", "-t", "60", "-o", opts, "start"); err != nil {
 		log, _ := os.ReadFile(filepath.Join(c.dir, "server.log"))
 		c.t.Fatalf("start cluster: %v\n%s", err, log)
@@ -107,6 +122,29 @@ func (c *Cluster) Stop() {
 	c.t.Helper()
 	if err := c.run("pg_ctl", "-D", c.data(), "-m", "fast", "-w", "stop"); err != nil {
 		c.t.Fatalf("stop cluster: %v", err)
+	}
+}
+
+// setupTLS writes the server's certificate and key into the data
+// directory (the key readable by the server's user only) and a pg_hba.conf
+// that admits TCP connections over TLS only.
+func (c *Cluster) setupTLS() {
+	c.t.Helper()
+	auth := "trust"
+	if c.password {
+		auth = "scram-sha-256"
+	}
+	hba := "local all all trust\nhostssl all all 127.0.0.1/32 " + auth + "\nhostnossl all all 0.0.0.0/0 reject\n"
+	for name, b := range map[string][]byte{"server.crt": c.tlsCert, "server.key": c.tlsKey, "pg_hba.conf": []byte(hba)} {
+		path := filepath.Join(c.data(), name)
+		if err := os.WriteFile(path, b, 0o600); err != nil {
+			c.t.Fatalf("write %s: %v", name, err)
+		}
+		if os.Geteuid() == 0 {
+			if err := exec.Command("chown", "postgres", path).Run(); err != nil {
+				c.t.Fatalf("chown %s: %v", name, err)
+			}
+		}
 	}
 }
 

@@ -1,4 +1,4 @@
-package main
+package fleet
 
 import (
 	"testing"
@@ -7,10 +7,10 @@ import (
 	"github.com/objectstack-fleet/reconciler/snapshot"
 )
 
-func TestBuildFleet(t *testing.T) {
+func TestBuild(t *testing.T) {
 	t.Parallel()
 	now := time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
-	poll := time.Second // heartbeat every 5s; stale after 15s; lagging after 10s behind
+	beat := 5 * time.Second // stale after 15s; lagging after 10s behind
 	head := snapshot.Watermark{Seq: 100, At: now}
 	reps := []snapshot.Replica{
 		{ReplicaID: "fresh", HeartbeatAt: now.Add(-2 * time.Second), CursorSeq: 100, CursorAt: now.Add(-2 * time.Second),
@@ -20,8 +20,8 @@ func TestBuildFleet(t *testing.T) {
 		{ReplicaID: "behind-recent", HeartbeatAt: now.Add(-time.Second), CursorSeq: 99, CursorAt: now.Add(-3 * time.Second)},
 		{ReplicaID: "gone", HeartbeatAt: now.Add(-time.Hour), CursorSeq: 1, CursorAt: now.Add(-time.Hour), Stopped: true},
 	}
-	v := buildFleet(head, reps, poll, now)
-	got := map[string]fleetRow{}
+	v := Build(head, reps, beat, now)
+	got := map[string]Row{}
 	for _, r := range v.Replicas {
 		got[r.ReplicaID] = r
 	}
