@@ -605,66 +605,6 @@ WHERE r.updated_at <= now() - make_interval(secs => $1)
     WHEN 'sys_connector_credential' THEN EXISTS (SELECT 1 FROM sys_connector_credential c WHERE c.ref = r.key)
     ELSE false END`
 
-// Stall implements Source.
-func (p *PG) Stall(ctx context.Context, cur Cursor, minAge time.Duration) (Stall, error) {
-	var st Stall
-	snap := cur.Snapshot
-	if snap == "" {
-		snap = "1:1:"
-	}
-	b := &pgx.Batch{}
-	if p.standby != nil {
-		// A cursor taken on a standby has no in-progress list: what it has
-		// not seen is what it does not list as seen.
-		b.Queue(`SELECT count(*) FROM sys_reconcile_journal j
-WHERE j.xid >= pg_snapshot_xmin($1::text::pg_snapshot) AND j.xid <> ALL ($2::text[]::xid8[])`, snap, seenList(cur.Seen)).
-			QueryRow(func(r pgx.Row) error { return r.Scan(&st.Pending) })
-		b.Queue(`SELECT pg_current_wal_lsn()::text`).QueryRow(func(r pgx.Row) error {
-			var lsn string
-			err := r.Scan(&lsn)
-			st.Standby = p.standbyState(ctx, lsn)
-			return err
-		})
-	} else {
-		b.Queue(`SELECT count(*) FROM sys_reconcile_journal j
-WHERE j.xid >= pg_snapshot_xmin($1::text::pg_snapshot) AND NOT pg_visible_in_snapshot(j.xid, $1::text::pg_snapshot)`, snap).
-			QueryRow(func(r pgx.Row) error { return r.Scan(&st.Pending) })
-	}
-	// Only transactions that already held an xid at a check minAge ago
-	// can be blockers: pg_stat_activity (whose cost grows with the number
-	// of backends, and a fleet's stall checks with the fleet) is read only
-	// when the current snapshot lists one (a one-time filter).
-	b.Queue(`SELECT pid, extract(epoch FROM clock_timestamp() - xact_start)::float8, coalesce(state, ''), coalesce(application_name, '')
-FROM pg_stat_activity
-WHERE EXISTS (SELECT 1 FROM pg_snapshot_xip(pg_current_snapshot()) x WHERE x < $2::text::xid8)
-  AND backend_xid IS NOT NULL AND datname = current_database() AND pid <> pg_backend_pid()
-  AND xact_start <= clock_timestamp() - make_interval(secs => $1)
-ORDER BY xact_start`, minAge.Seconds(), p.stallGate.before(time.Now(), minAge)).Query(func(r pgx.Rows) error {
-		var err error
-		st.Blockers, err = pgx.CollectRows(r, func(r pgx.CollectableRow) (Blocker, error) {
-			var b Blocker
-			var age float64
-			err := r.Scan(&b.PID, &age, &b.State, &b.App)
-			b.XactAge = time.Duration(age * float64(time.Second))
-			return b, err
-		})
-		return err
-	})
-	checked := time.Now()
-	b.Queue(`SELECT pg_snapshot_xmax(pg_current_snapshot())::text`).QueryRow(func(r pgx.Row) error {
-		var xmax string
-		if err := r.Scan(&xmax); err != nil {
-			return err
-		}
-		p.stallGate.record(checked, xmax)
-		return nil
-	})
-	if err := p.pool.SendBatch(ctx, b).Close(); err != nil {
-		return Stall{}, p.interpretError("stall", err)
-	}
-	return st, nil
-}
-
 // Head implements Source.
 func (p *PG) Head(ctx context.Context) (Watermark, error) {
 	var w Watermark

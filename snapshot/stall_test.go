@@ -7,8 +7,10 @@ import (
 	"github.com/objectstack-fleet/reconciler/snapshot/snapshottest"
 )
 
-// A writer is named once a check at least minAge earlier saw its xid: not
-// by the first check, and by a later one.
+// A writer is named once a check at least minAge earlier saw its xid
+// (below that check's xmax: some later transaction had completed, as the
+// replica's own heartbeats do every few polls): not by the first check,
+// and by a later one.
 func TestStallNamesWriterAfterMinAge(t *testing.T) {
 	t.Parallel()
 	s, url := snapshottest.NewPostgres(t)
@@ -19,6 +21,7 @@ func TestStallNamesWriterAfterMinAge(t *testing.T) {
 		t.Fatal(err)
 	}
 	tx.Exec(t, insMeta, "held")
+	snapshottest.Exec(t, url, insMeta, "after") // a later transaction completes (a heartbeat)
 	const minAge = 100 * time.Millisecond
 	st, err := s.Stall(ctx, c, minAge)
 	if err != nil || len(st.Blockers) != 0 {
