@@ -32,6 +32,8 @@ type PG struct {
 	// standby is set when polls, relists and reads go to a hot standby
 	// (store.read_url); nil otherwise.
 	standby *standby
+	// stallGate remembers the xmax of past stall checks.
+	stallGate xmaxHistory
 }
 
 var (
@@ -323,30 +325,15 @@ func parseSnapshot(s string) (pgSnap, error) {
 	return pgSnap{xmin, xmax}, nil
 }
 
-// pollSQL is the whole poll in one statement: the entries visible in the
-// current snapshot but not in the previous one ($1) — those whose xid was in
-// progress in $1 or falls in [$1.xmax, cur.xmax) — plus everything needed to
-// detect an expired or regressed cursor. Both branches read only the
-// (xid) INCLUDE (source, key, seq) index.
-const pollSQL = `WITH cur AS (SELECT pg_current_snapshot() AS s),
-prev AS (SELECT $1::text::pg_snapshot AS s),
-ch AS (
-  SELECT j.seq, j.source, j.key
-  FROM cur, prev, sys_reconcile_journal j
-  WHERE j.xid >= pg_snapshot_xmax(prev.s) AND j.xid < pg_snapshot_xmax(cur.s)
-    AND pg_visible_in_snapshot(j.xid, cur.s)
-  UNION ALL
-  SELECT j.seq, j.source, j.key
-  FROM cur, prev, pg_snapshot_xip(prev.s) AS x(xid)
-  JOIN sys_reconcile_journal j ON j.xid = x.xid
-  WHERE pg_visible_in_snapshot(j.xid, cur.s)
-)
-SELECT cur.s::text, st.store_id, st.pruned_xid::text,
-  greatest((SELECT max(seq) FROM sys_reconcile_journal), st.pruned_seq),
-  now(), coalesce(agg.sources, '{}'), coalesce(agg.keys, '{}')
-FROM cur, sys_reconciler_state st,
-  (SELECT array_agg(source ORDER BY seq) AS sources, array_agg(key ORDER BY seq) AS keys FROM ch) agg
-WHERE st.id = 1`
+// pollSQL is the whole poll in one statement: the function
+// sys_reconciler_poll (see the migrations) returns the entries visible in
+// the current snapshot but not in the previous one ($1) — those whose xid
+// was in progress in $1 or falls in [$1.xmax, cur.xmax) — plus everything
+// needed to detect an expired or regressed cursor. Its body reads only the
+// (xid) INCLUDE (source, key, seq) index, with a plan the server keeps per
+// backend (so a pooler that cannot keep prepared statements does not make
+// every poll plan it again).
+const pollSQL = `SELECT * FROM sys_reconciler_poll($1)`
 
 // Poll implements Source in one round trip.
 func (p *PG) Poll(ctx context.Context, cur Cursor) ([]Address, Cursor, error) {
@@ -643,11 +630,16 @@ WHERE j.xid >= pg_snapshot_xmin($1::text::pg_snapshot) AND j.xid <> ALL ($2::tex
 WHERE j.xid >= pg_snapshot_xmin($1::text::pg_snapshot) AND NOT pg_visible_in_snapshot(j.xid, $1::text::pg_snapshot)`, snap).
 			QueryRow(func(r pgx.Row) error { return r.Scan(&st.Pending) })
 	}
+	// Only transactions that already held an xid at a check minAge ago
+	// can be blockers: pg_stat_activity (whose cost grows with the number
+	// of backends, and a fleet's stall checks with the fleet) is read only
+	// when the current snapshot lists one (a one-time filter).
 	b.Queue(`SELECT pid, extract(epoch FROM clock_timestamp() - xact_start)::float8, coalesce(state, ''), coalesce(application_name, '')
 FROM pg_stat_activity
-WHERE backend_xid IS NOT NULL AND datname = current_database() AND pid <> pg_backend_pid()
+WHERE EXISTS (SELECT 1 FROM pg_snapshot_xip(pg_current_snapshot()) x WHERE x < $2::text::xid8)
+  AND backend_xid IS NOT NULL AND datname = current_database() AND pid <> pg_backend_pid()
   AND xact_start <= clock_timestamp() - make_interval(secs => $1)
-ORDER BY xact_start`, minAge.Seconds()).Query(func(r pgx.Rows) error {
+ORDER BY xact_start`, minAge.Seconds(), p.stallGate.before(time.Now(), minAge)).Query(func(r pgx.Rows) error {
 		var err error
 		st.Blockers, err = pgx.CollectRows(r, func(r pgx.CollectableRow) (Blocker, error) {
 			var b Blocker
@@ -657,6 +649,15 @@ ORDER BY xact_start`, minAge.Seconds()).Query(func(r pgx.Rows) error {
 			return b, err
 		})
 		return err
+	})
+	checked := time.Now()
+	b.Queue(`SELECT pg_snapshot_xmax(pg_current_snapshot())::text`).QueryRow(func(r pgx.Row) error {
+		var xmax string
+		if err := r.Scan(&xmax); err != nil {
+			return err
+		}
+		p.stallGate.record(checked, xmax)
+		return nil
 	})
 	if err := p.pool.SendBatch(ctx, b).Close(); err != nil {
 		return Stall{}, p.interpretError("stall", err)

@@ -53,23 +53,13 @@ func seenList(s string) []string {
 	return strings.Split(s, ",")
 }
 
-// standbyPollSQL is the poll on a standby in one statement: the visible
-// entries at or above the previous xmin ($1) whose xid the previous cursor
-// did not see ($2), the xids the new cursor sees, and what detects an
-// expired or regressed cursor. Both reads are ranges of the
-// (xid) INCLUDE (source, key, seq) index.
-const standbyPollSQL = `WITH cur AS (SELECT pg_current_snapshot() AS s),
-ch AS (
-  SELECT j.seq, j.source, j.key FROM sys_reconcile_journal j
-  WHERE j.xid >= $1::text::xid8 AND j.xid <> ALL ($2::text[]::xid8[])
-)
-SELECT cur.s::text, st.store_id, st.pruned_xid::text,
-  greatest((SELECT max(seq) FROM sys_reconcile_journal), st.pruned_seq),
-  now(), coalesce(agg.sources, '{}'), coalesce(agg.keys, '{}'),
-  ARRAY(SELECT DISTINCT j.xid::text FROM sys_reconcile_journal j WHERE j.xid >= pg_snapshot_xmin(cur.s))
-FROM cur, sys_reconciler_state st,
-  (SELECT array_agg(source ORDER BY seq) AS sources, array_agg(key ORDER BY seq) AS keys FROM ch) agg
-WHERE st.id = 1`
+// standbyPollSQL is the poll on a standby in one statement: the function
+// sys_reconciler_poll_standby returns the visible entries at or above the
+// previous xmin ($1) whose xid the previous cursor did not see ($2), the
+// xids the new cursor sees, and what detects an expired or regressed
+// cursor. Both reads are ranges of the (xid) INCLUDE (source, key, seq)
+// index.
+const standbyPollSQL = `SELECT * FROM sys_reconciler_poll_standby($1, $2)`
 
 func (p *PG) pollStandby(ctx context.Context, cur Cursor) ([]Address, Cursor, error) {
 	prev, err := parseSnapshot(cur.Snapshot)

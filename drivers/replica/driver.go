@@ -124,6 +124,7 @@ type entry struct {
 	gen       uint64    // bumped by every change and heal: results of an older generation are dropped
 	coverFrom time.Time // a message for this entry seen at or after this told the replica
 	published bool      // this generation's lanes were published (or covered) once
+	tellFirst bool      // publish (unless covered) before the first probe
 	attempts  int       // messages published in this generation
 	failures  int       // consecutive failed probes or publishes (backoff)
 	due       time.Time // next step; zero: nothing to do
@@ -230,6 +231,10 @@ func (d *Driver) noteLocked(c reconcile.Change, now time.Time) {
 	e.deleted = deleted
 	e.lanes = lanesFor(c.Kind, parts, deleted)
 	d.restartLocked(e, now, now.Add(-d.opts.Window))
+	// A datasource rebuilt while it stays active looks the same in the
+	// node's list before and after (status ok): tell the node once, then
+	// look.
+	e.tellFirst = c.Kind == registry.KindDatasource && c.Action == reconcile.ActionRebuild && !deleted
 }
 
 // restartLocked starts a new generation of e: checked (and published if
@@ -419,6 +424,7 @@ type plan struct {
 	gen       uint64
 	coverFrom time.Time
 	published bool
+	tellFirst bool
 	attempts  int
 	failures  int
 }
@@ -427,7 +433,7 @@ type plan struct {
 func (d *Driver) step(ctx context.Context, e *entry) {
 	d.mu.Lock()
 	p := plan{ref: registry.Ref{Kind: e.kind, Key: e.key}, class: e.class, deleted: e.deleted, lanes: e.lanes,
-		gen: e.gen, coverFrom: e.coverFrom, published: e.published, attempts: e.attempts, failures: e.failures}
+		gen: e.gen, coverFrom: e.coverFrom, published: e.published, tellFirst: e.tellFirst, attempts: e.attempts, failures: e.failures}
 	d.mu.Unlock()
 
 	out := d.decide(ctx, p)
@@ -484,6 +490,9 @@ func (d *Driver) decide(ctx context.Context, p plan) outcome {
 		}
 		v, detail, err = d.check(ctx, p)
 	default:
+		if p.tellFirst && !p.published {
+			return d.publishOnce(ctx, p, out, now, StatePending)
+		}
 		v, detail, err = d.check(ctx, p)
 	}
 	if err != nil {
@@ -755,6 +764,7 @@ func (d *Driver) heal(ctx context.Context, uptime float64) {
 	n := len(d.entries)
 	for _, e := range d.entries {
 		d.restartLocked(e, now, now)
+		e.tellFirst = false // a booting node builds its pools from the rows
 	}
 	d.countLocked()
 	d.mu.Unlock()

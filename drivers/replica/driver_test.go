@@ -604,3 +604,36 @@ func TestRestartAfterAShortLifeAndASlowBoot(t *testing.T) {
 	n.RestartBooted(2500 * time.Millisecond)
 	eventually(t, "served again", func() bool { return n.Registered("task") })
 }
+
+// A datasource whose connection settings change stays "ok" in the node's
+// list before and after: the sidecar tells the node once anyway (a fleet
+// still sends about one message), then checks the pool is there.
+func TestDatasourceRebuiltIsToldOnce(t *testing.T) {
+	r := newRig(t)
+	r.db.Put("datasource", "crm", map[string]any{"name": "crm", "active": true, "config": map[string]any{"host": "db1"}})
+	n := r.node(t, replicatest.Options{})
+	tp := r.tap(t)
+	var ds []sidecar
+	for _, origin := range []string{"reconciler:a", "reconciler:b"} {
+		ds = append(ds, r.sidecar(t, n, origin, nil))
+	}
+	for _, d := range ds {
+		d.Notify(change(registry.KindDatasource, "crm", reconcile.ActionCreate))
+	}
+	for _, d := range ds {
+		eventually(t, "in-sync", stateIs(d, registry.KindDatasource, "crm", replica.StateInSync))
+	}
+	if got := tp.count(replica.ChannelDatasource); got != 0 {
+		t.Fatalf("%d messages for a datasource the node already had", got)
+	}
+	r.db.Put("datasource", "crm", map[string]any{"name": "crm", "active": true, "config": map[string]any{"host": "db2"}})
+	for _, d := range ds {
+		d.Notify(change(registry.KindDatasource, "crm", reconcile.ActionRebuild))
+	}
+	for _, d := range ds {
+		eventually(t, "in-sync after the rebuild", stateIs(d, registry.KindDatasource, "crm", replica.StateInSync))
+	}
+	if got := tp.count(replica.ChannelDatasource); got < 1 || got > 2 {
+		t.Fatalf("%d messages for one datasource change across 2 sidecars", got)
+	}
+}
