@@ -32,6 +32,8 @@ type PG struct {
 	// standby is set when polls, relists and reads go to a hot standby
 	// (store.read_url); nil otherwise.
 	standby *standby
+	// stallGate remembers the xmax of past stall checks.
+	stallGate xmaxHistory
 }
 
 var (
@@ -628,11 +630,16 @@ WHERE j.xid >= pg_snapshot_xmin($1::text::pg_snapshot) AND j.xid <> ALL ($2::tex
 WHERE j.xid >= pg_snapshot_xmin($1::text::pg_snapshot) AND NOT pg_visible_in_snapshot(j.xid, $1::text::pg_snapshot)`, snap).
 			QueryRow(func(r pgx.Row) error { return r.Scan(&st.Pending) })
 	}
+	// Only transactions that already held an xid at a check minAge ago
+	// can be blockers: pg_stat_activity (whose cost grows with the number
+	// of backends, and a fleet's stall checks with the fleet) is read only
+	// when the current snapshot lists one (a one-time filter).
 	b.Queue(`SELECT pid, extract(epoch FROM clock_timestamp() - xact_start)::float8, coalesce(state, ''), coalesce(application_name, '')
 FROM pg_stat_activity
-WHERE backend_xid IS NOT NULL AND datname = current_database() AND pid <> pg_backend_pid()
+WHERE EXISTS (SELECT 1 FROM pg_snapshot_xip(pg_current_snapshot()) x WHERE x < $2::text::xid8)
+  AND backend_xid IS NOT NULL AND datname = current_database() AND pid <> pg_backend_pid()
   AND xact_start <= clock_timestamp() - make_interval(secs => $1)
-ORDER BY xact_start`, minAge.Seconds()).Query(func(r pgx.Rows) error {
+ORDER BY xact_start`, minAge.Seconds(), p.stallGate.before(time.Now(), minAge)).Query(func(r pgx.Rows) error {
 		var err error
 		st.Blockers, err = pgx.CollectRows(r, func(r pgx.CollectableRow) (Blocker, error) {
 			var b Blocker
@@ -642,6 +649,15 @@ ORDER BY xact_start`, minAge.Seconds()).Query(func(r pgx.Rows) error {
 			return b, err
 		})
 		return err
+	})
+	checked := time.Now()
+	b.Queue(`SELECT pg_snapshot_xmax(pg_current_snapshot())::text`).QueryRow(func(r pgx.Row) error {
+		var xmax string
+		if err := r.Scan(&xmax); err != nil {
+			return err
+		}
+		p.stallGate.record(checked, xmax)
+		return nil
 	})
 	if err := p.pool.SendBatch(ctx, b).Close(); err != nil {
 		return Stall{}, p.interpretError("stall", err)

@@ -204,7 +204,10 @@ type Source interface {
 	// replica: one at a time does the work.
 	Prune(ctx context.Context, retention time.Duration) (int64, error)
 	// Stall reports what cur cannot see yet, naming open writing
-	// transactions older than minAge.
+	// transactions older than minAge. On PostgreSQL a transaction is named
+	// once an earlier call, at least minAge before, saw its xid assigned
+	// (with minAge 0, at once): so a fleet's checks read the server's
+	// activity list only while some write has been open that long.
 	Stall(ctx context.Context, cur Cursor, minAge time.Duration) (Stall, error)
 	// Head returns the store's current watermark.
 	Head(ctx context.Context) (Watermark, error)
