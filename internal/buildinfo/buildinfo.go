@@ -23,7 +23,7 @@ type Info struct {
 }
 
 // Read returns the running binary's Info. override, when not empty,
-// replaces the version (a build's -ldflags "-X main.version=…").
+// replaces the version (a build's -ldflags "-X main.versionOverride=…").
 func Read(override string) Info {
 	bi, _ := debug.ReadBuildInfo()
 	return fromBuildInfo(bi, override)
