@@ -203,8 +203,8 @@ func (d *daemon) stop() int {
 	}
 }
 
-// request makes one HTTP request to the daemon's API; the body is kept
-// for the canary search. A transport error is returned, not fatal (the
+// request makes one HTTP request to the daemon's API (hdr may set "Host");
+// the body is kept for the canary search. A transport error is returned, not fatal (the
 // daemon may be down on purpose).
 func (d *daemon) request(method, path string, body io.Reader, hdr map[string]string) (int, []byte, error) {
 	d.mu.Lock()
@@ -220,6 +220,10 @@ func (d *daemon) request(method, path string, body io.Reader, hdr map[string]str
 		req.Header.Set("Authorization", "Bearer "+d.token)
 	}
 	for k, v := range hdr {
+		if k == "Host" { // a Host of the caller's choosing (DNS rebinding)
+			req.Host = v
+			continue
+		}
 		req.Header.Set(k, v)
 	}
 	results.request()

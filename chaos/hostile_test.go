@@ -435,7 +435,7 @@ SELECT 'object:h' || i, 'object', 'h' || i, '{"fields":{"name":{"type":"text"}}}
 			method, path string
 			hdr          map[string]string
 		}{{"GET", "/v1/items", map[string]string{"Host": host}}, {"POST", "/v1/resync", map[string]string{"Host": host, "Content-Type": "application/json"}}} {
-			code, _, err := d.requestHost(c.method, c.path, c.hdr)
+			code, _, err := d.request(c.method, c.path, nil, c.hdr)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -512,33 +512,4 @@ SELECT 'object:h' || i, 'object', 'h' || i, '{"fields":{"name":{"type":"text"}}}
 func portOf(addr string) string {
 	_, p, _ := net.SplitHostPort(addr)
 	return p
-}
-
-// requestHost is request with a Host header of the caller's choosing.
-func (d *daemon) requestHost(method, path string, hdr map[string]string) (int, []byte, error) {
-	d.mu.Lock()
-	addr := d.addr
-	d.mu.Unlock()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, method, "http://"+addr+path, nil)
-	if err != nil {
-		return 0, nil, err
-	}
-	for k, v := range hdr {
-		if k == "Host" {
-			req.Host = v
-			continue
-		}
-		req.Header.Set(k, v)
-	}
-	results.request()
-	resp, err := d.rig.client.Do(req)
-	if err != nil {
-		return 0, nil, err
-	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	d.rig.seen("HTTP "+method+" "+path+" on "+d.id, b)
-	return resp.StatusCode, b, err
 }

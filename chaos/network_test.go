@@ -50,15 +50,7 @@ func TestChaosNetwork(t *testing.T) {
 	r.searchStoreRows(url)
 
 	rnd := rand.New(rand.NewPCG(7, 11))
-	write := func(n int) {
-		t.Helper()
-		for i := 0; i < n; i++ {
-			id := rnd.IntN(space.objects)
-			execSQL(t, url, upsertMetadata, fmt.Sprintf("object:o%d", id), "object", fmt.Sprintf("o%d", id), objectBody(rnd))
-		}
-		execSQL(t, url, upsertMetadata, fmt.Sprintf("view:v%d", rnd.IntN(1000)), "view", fmt.Sprintf("v%d", rnd.IntN(1000)), `{"object":"o0"}`)
-		results.wrote(int64(n + 1))
-	}
+	write := func(n int) { t.Helper(); writeObjects(t, url, rnd, space.objects, n) }
 
 	// A slow, lossy path: everything still converges.
 	for i := 0; i < 10; i++ {

@@ -173,3 +173,15 @@ func dsRecord(name, driver, config, pool, external string) string {
 
 const upsertCredential = `INSERT INTO sys_connector_credential (ref, value) VALUES ($1, $2)
 ON CONFLICT (ref) DO UPDATE SET value = EXCLUDED.value`
+
+// writeObjects rewrites n random objects of the first objects and one
+// view, counting the writes.
+func writeObjects(t *testing.T, url string, rnd *rand.Rand, objects, n int) {
+	t.Helper()
+	for i := 0; i < n; i++ {
+		id := rnd.IntN(objects)
+		execSQL(t, url, upsertMetadata, fmt.Sprintf("object:o%d", id), "object", fmt.Sprintf("o%d", id), objectBody(rnd))
+	}
+	execSQL(t, url, upsertMetadata, fmt.Sprintf("view:v%d", rnd.IntN(1000)), "view", fmt.Sprintf("v%d", rnd.IntN(1000)), `{"object":"o0"}`)
+	results.wrote(int64(n + 1))
+}

@@ -43,15 +43,7 @@ func TestChaosStoreFaults(t *testing.T) {
 	r.converge(url, a, b)
 	r.searchStoreRows(url)
 	rnd := rand.New(rand.NewPCG(3, 5))
-	write := func(n int) {
-		t.Helper()
-		for i := 0; i < n; i++ {
-			id := rnd.IntN(space.objects)
-			execSQL(t, url, upsertMetadata, fmt.Sprintf("object:o%d", id), "object", fmt.Sprintf("o%d", id), objectBody(rnd))
-		}
-		execSQL(t, url, upsertMetadata, fmt.Sprintf("view:v%d", rnd.IntN(1000)), "view", fmt.Sprintf("v%d", rnd.IntN(1000)), `{"object":"o0"}`)
-		results.wrote(int64(n + 1))
-	}
+	write := func(n int) { t.Helper(); writeObjects(t, url, rnd, space.objects, n) }
 	storeDown := func(d *daemon) bool { s, err := d.status(); return err == nil && !s.StoreUp }
 
 	// The server goes away and comes back.
