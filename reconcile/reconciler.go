@@ -373,6 +373,10 @@ func (r *Reconciler) markSynced() {
 		close(r.synced)
 		r.mu.Lock()
 		r.status.Synced = true
+		// A full sync just read the store: readiness and store_up agree
+		// from the first moment /readyz answers 200.
+		r.status.StoreUp = true
+		r.status.Cursor = r.cursor
 		r.mu.Unlock()
 	}
 }
