@@ -1,11 +1,14 @@
 package reconcile
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"log/slog"
 	"runtime"
+	"slices"
 	"sort"
+	"strings"
 	"sync"
 	"time"
 
@@ -40,7 +43,7 @@ type outcome struct {
 // apply plans and applies the dirty entries in dependency order, returning
 // the changes made. forced entries are retried even if unchanged.
 func (r *Reconciler) apply(ctx context.Context, dirty map[registry.Ref]bool, rows rowSet, forced map[registry.Ref]bool) []Change {
-	byKind := make(map[registry.Kind][]step, len(registry.Kinds))
+	steps := make([]step, 0, len(dirty))
 	var evictions []registry.Ref
 	refs := make([]registry.Ref, 0, len(dirty))
 	for ref := range dirty {
@@ -83,29 +86,40 @@ func (r *Reconciler) apply(ctx context.Context, dirty map[registry.Ref]bool, row
 			}
 			continue
 		}
-		byKind[ref.Kind] = append(byKind[ref.Kind], st)
+		steps = append(steps, st)
 	}
 	// New entries are visible as pending while their kind waits its turn.
 	now := time.Now()
-	for _, steps := range byKind {
-		for _, st := range steps {
-			if st.action == ActionCreate {
-				r.regs.Of(st.ref.Kind).Put(registry.Entry{Key: st.ref.Key, Revision: st.rev,
-					State: registry.StatePending, Reason: "not tried yet", Since: now})
-				r.count(st.ref.Kind, "", registry.StatePending)
-			}
+	for _, st := range steps {
+		if st.action == ActionCreate {
+			r.regs.Of(st.ref.Kind).Put(registry.Entry{Key: st.ref.Key, Revision: st.rev,
+				State: registry.StatePending, Reason: "not tried yet", Since: now})
+			r.count(st.ref.Kind, "", registry.StatePending)
 		}
 	}
 	var changes []Change
+	if n := len(evictions) + len(steps); n > 0 {
+		changes = make([]Change, 0, n)
+	}
 	// Evict dependents before what they depend on.
 	sort.Slice(evictions, func(i, j int) bool { return kindOrder(evictions[i].Kind) > kindOrder(evictions[j].Kind) })
 	for _, ref := range evictions {
 		changes = append(changes, r.evict(ctx, ref))
 	}
-	for _, k := range registry.Kinds {
-		steps := byKind[k]
-		sort.Slice(steps, func(i, j int) bool { return steps[i].ref.Key < steps[j].ref.Key })
-		changes = append(changes, r.applyKind(ctx, steps, rows)...)
+	// Kind by kind in dependency order, each by key.
+	slices.SortFunc(steps, func(a, b step) int {
+		if c := cmp.Compare(kindOrder(a.ref.Kind), kindOrder(b.ref.Kind)); c != 0 {
+			return c
+		}
+		return strings.Compare(a.ref.Key, b.ref.Key)
+	})
+	for len(steps) > 0 {
+		n := 1
+		for n < len(steps) && steps[n].ref.Kind == steps[0].ref.Kind {
+			n++
+		}
+		changes = append(changes, r.applyKind(ctx, steps[:n])...)
+		steps = steps[n:]
 	}
 	return changes
 }
@@ -145,27 +159,26 @@ func kindOrder(k registry.Kind) int {
 }
 
 // applyKind applies the steps of one kind with bounded concurrency.
-func (r *Reconciler) applyKind(ctx context.Context, steps []step, rows rowSet) []Change {
+func (r *Reconciler) applyKind(ctx context.Context, steps []step) []Change {
 	if len(steps) == 0 {
 		return nil
 	}
 	out := make([]outcome, len(steps))
-	sem := make(chan struct{}, r.opts.ApplyConcurrency)
-	var wg sync.WaitGroup
-	for i := range steps {
-		if steps[i].ref.Kind == registry.KindCredential {
+	if steps[0].ref.Kind == registry.KindCredential {
+		for i := range steps {
 			out[i] = r.materializeCredential(steps[i])
-			continue
 		}
-		sem <- struct{}{}
-		wg.Add(1)
-		go func(i int) {
-			defer wg.Done()
-			defer func() { <-sem }()
-			out[i] = r.materializeStep(ctx, steps[i], rows)
-		}(i)
+	} else {
+		r.guarded(ctx, len(steps), r.opts.ApplyConcurrency,
+			func(i int) (Materializer, Desired, bool) {
+				m, d, o, ok := r.prepareStep(ctx, steps[i])
+				if !ok {
+					out[i] = o
+				}
+				return m, d, ok
+			},
+			func(i int, inst registry.Instance, err error) { out[i] = materialized(inst, err) })
 	}
-	wg.Wait()
 	changes := make([]Change, 0, len(steps))
 	for i := range steps {
 		changes = append(changes, r.record(ctx, steps[i], out[i]))
@@ -173,27 +186,27 @@ func (r *Reconciler) applyKind(ctx context.Context, steps []step, rows rowSet) [
 	return changes
 }
 
-func (r *Reconciler) materializeStep(ctx context.Context, st step, rows rowSet) outcome {
+// prepareStep resolves a step: the call to make, or (ok false) its
+// outcome when there is none to make.
+func (r *Reconciler) prepareStep(ctx context.Context, st step) (Materializer, Desired, outcome, bool) {
 	d, hold := r.desired(st)
 	if hold != "" {
-		return outcome{state: registry.StateHeld, reason: hold, result: "held", dropInstance: true}
+		return nil, d, outcome{state: registry.StateHeld, reason: hold, result: "held", dropInstance: true}, false
 	}
 	m := r.opts.Materializers[st.ref.Kind]
-	if m == nil {
-		return outcome{state: registry.StateReady, inst: NopInstance{}, result: "ready"}
-	}
-	var (
-		inst registry.Instance
-		err  error
-	)
 	switch {
+	case m == nil:
+		return nil, d, outcome{state: registry.StateReady, inst: NopInstance{}, result: "ready"}, false
 	case ctx.Err() != nil: // stopping: start nothing new
-		err = Transient(nil, "not tried: the reconciler is stopping")
+		return nil, d, materialized(nil, Transient(nil, "not tried: the reconciler is stopping")), false
 	case r.abandoned.running(st.ref):
-		err = r.errAttemptRunning()
-	default:
-		inst, err = r.materialize(ctx, m, d)
+		return nil, d, materialized(nil, r.errAttemptRunning()), false
 	}
+	return m, d, outcome{}, true
+}
+
+// materialized is the outcome of a materialization that returned inst, err.
+func materialized(inst registry.Instance, err error) outcome {
 	if err == nil {
 		return outcome{state: registry.StateReady, inst: inst, result: "ready"}
 	}

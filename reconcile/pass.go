@@ -52,7 +52,7 @@ func (r *Reconciler) nodeFor(row rowOf) *node {
 // buildModel builds the whole desired model from a relist, parsing bodies
 // and decrypting secrets on every core.
 func (r *Reconciler) buildModel(all snapshot.Rows) *model {
-	m := newModel(r.opts.CodeObjects)
+	m := newModel(r.opts.CodeObjects, all.Len())
 	put := func(n *node) {
 		if n == nil {
 			return

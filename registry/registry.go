@@ -29,19 +29,23 @@ func (r *Registry) Get(key string) (Entry, bool) {
 	return *e, true
 }
 
-// Put stores a copy of e under e.Key.
+// Put stores a copy of e under e.Key. The key's parts are filled in from
+// the key (an entry already stored under it has them).
 func (r *Registry) Put(e Entry) {
 	e.Kind = r.kind
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if cur, ok := r.entries[e.Key]; ok {
+		e.KeyParts = cur.KeyParts
+		*cur = e
+		return
+	}
 	if p, err := ParseKey(r.kind, e.Key); err == nil {
 		e.KeyParts = p
 	}
-	r.mu.Lock()
 	r.entries[e.Key] = &e
-	r.mu.Unlock()
 }
 
-// Update applies fn to the entry for key under the lock (fn must not block)
-// and reports whether it existed.
 func (r *Registry) Update(key string, fn func(*Entry)) bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
