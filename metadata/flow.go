@@ -19,7 +19,7 @@ func (p *parser) flow() error { return p.nodes(p.root, 0) }
 
 func (p *parser) nodes(g obj, depth int) error {
 	if depth > maxFlowDepth {
-		return faultf(g.path, "nests flow regions deeper than %d", maxFlowDepth)
+		return faultf(g.path(), "nests flow regions deeper than %d", maxFlowDepth)
 	}
 	elems, err := g.array("nodes")
 	if err != nil {

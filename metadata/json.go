@@ -12,10 +12,21 @@ import (
 // level the rules descend into, with no decoding of members they skip.
 
 // obj is a JSON object whose members are still raw, with the path it sits
-// at in the body ("" for the body itself).
+// at in the body ("" for the body itself): base, or member key of base
+// when keyed (built only when a fault names it).
 type obj struct {
-	path string
-	es   []entry // in body order; a repeated key appears each time
+	base  string
+	key   string
+	keyed bool
+	es    []entry // in body order; a repeated key appears each time
+}
+
+// path is where o sits in the body.
+func (o obj) path() string {
+	if o.keyed {
+		return member(o.base, o.key)
+	}
+	return o.base
 }
 
 // entry is one member of a JSON object.
@@ -74,7 +85,15 @@ func asObject(raw []byte, path string) (obj, error) {
 	if len(raw) == 0 || raw[0] != '{' {
 		return obj{}, faultf(path, "must be a JSON object, not %s", kindOf(raw))
 	}
-	return obj{path: path, es: members(raw)}, nil
+	return obj{base: path, es: members(raw)}, nil
+}
+
+// asMember reads raw (valid JSON) as the object at member key of base.
+func asMember(raw []byte, base, key string) (obj, error) {
+	if len(raw) == 0 || raw[0] != '{' {
+		return obj{}, faultf(member(base, key), "must be a JSON object, not %s", kindOf(raw))
+	}
+	return obj{base: base, key: key, keyed: true, es: members(raw)}, nil
 }
 
 // get returns the value of key (the last one if it repeats).
@@ -93,7 +112,7 @@ func (o obj) has(key string) bool {
 	return ok && raw[0] != 'n'
 }
 
-func (o obj) at(key string) string { return member(o.path, key) }
+func (o obj) at(key string) string { return member(o.path(), key) }
 
 // str reads key as a string; ok is false when it is absent or null.
 func (o obj) str(key string) (s string, ok bool, err error) {
@@ -171,6 +190,23 @@ func dedupe(es []entry) []entry {
 	if len(es) < 2 {
 		return es
 	}
+	if len(es) <= smallSet {
+		for i := 1; i < len(es); i++ {
+			for j := 0; j < i; j++ {
+				if es[i].key == es[j].key {
+					return dedupeMap(es)
+				}
+			}
+		}
+		return es // no key repeats
+	}
+	return dedupeMap(es)
+}
+
+// smallSet is the size up to which comparing every pair beats a map.
+const smallSet = 8
+
+func dedupeMap(es []entry) []entry {
 	pos := make(map[string]int, len(es))
 	out := make([]entry, 0, len(es))
 	for _, e := range es {

@@ -104,7 +104,7 @@ func eachObject(o obj, key string, fn func(obj) error) error {
 	}
 	path := o.at(key)
 	for _, e := range es {
-		v, err := asObject(e.val, member(path, e.key))
+		v, err := asMember(e.val, path, e.key)
 		if err != nil {
 			return err
 		}
