@@ -7,7 +7,6 @@ import (
 	"log/slog"
 	"runtime"
 	"slices"
-	"sort"
 	"strings"
 	"sync"
 	"time"
@@ -27,6 +26,15 @@ type step struct {
 	// was built; the node keeps its revision until its own journal entry
 	// comes, so that its dependents are still told.
 	rev int64
+}
+
+// plan is what apply looks up about one dirty entry.
+type plan struct {
+	had          bool // in the registry, with prevSig and prevRev
+	prevSig, sig string
+	prevRev      int64
+	node         *node // nil: not desired
+	row          rowOf
 }
 
 // outcome is what applying a step produced.
@@ -49,40 +57,51 @@ func (r *Reconciler) apply(ctx context.Context, dirty map[registry.Ref]bool, row
 	for ref := range dirty {
 		refs = append(refs, ref)
 	}
-	// Signatures are the bulk of a relist's CPU: compute them on every core.
-	sigs := make([]string, len(refs))
+	// Kind by kind in dependency order, each by key: steps come out in the
+	// order they are applied.
+	slices.SortFunc(refs, func(a, b registry.Ref) int {
+		if c := cmp.Compare(kindOrder(a.Kind), kindOrder(b.Kind)); c != 0 {
+			return c
+		}
+		return strings.Compare(a.Key, b.Key)
+	})
+	// Signatures are the bulk of a relist's CPU: look everything up and
+	// compute them on every core.
+	plans := make([]plan, len(refs))
 	parallel(len(refs), func(i int) {
-		if n := r.model.nodes[refs[i]]; n != nil {
-			if row, ok := rows[n.addr]; ok && row != (rowOf{}) {
-				sigs[i] = signature(n, row, r.model)
+		p := &plans[i]
+		if prev, ok := r.regs.Of(refs[i].Kind).Get(refs[i].Key); ok {
+			p.had, p.prevSig, p.prevRev = true, prev.Signature, prev.Revision
+		}
+		if p.node = r.model.nodes[refs[i]]; p.node != nil {
+			if row, ok := rows[p.node.addr]; ok && row != (rowOf{}) {
+				p.row, p.sig = row, signature(p.node, row, r.model)
 			}
 		}
 	})
 	for i, ref := range refs {
-		n := r.model.nodes[ref]
-		prev, had := r.regs.Of(ref.Kind).Get(ref.Key)
-		if n == nil {
-			if had {
+		p := &plans[i]
+		if p.node == nil {
+			if p.had {
 				evictions = append(evictions, ref)
 			}
 			continue
 		}
-		sig := sigs[i]
-		if sig == "" {
+		if p.sig == "" {
 			continue // row vanished between reads: the next poll sees its delete
 		}
-		row := rows[n.addr]
-		st := step{ref: ref, node: n, row: row, sig: sig, rev: row.revision()}
+		rev := p.row.revision()
+		st := step{ref: ref, node: p.node, row: p.row, sig: p.sig, rev: rev}
 		switch {
-		case !had:
+		case !p.had:
 			st.action = ActionCreate
-		case prev.Signature != sig:
+		case p.prevSig != p.sig:
 			st.action = ActionRebuild
 		case forced[ref]:
 			st.action = ActionRetry
 		default:
-			if rev := row.revision(); prev.Revision != rev {
-				r.touch(ref, rev, sig) // same body rewritten: nothing to rebuild
+			if p.prevRev != rev {
+				r.touch(ref, rev, p.sig) // same body rewritten: nothing to rebuild
 			}
 			continue
 		}
@@ -102,18 +121,11 @@ func (r *Reconciler) apply(ctx context.Context, dirty map[registry.Ref]bool, row
 		changes = make([]Change, 0, n)
 	}
 	// Evict dependents before what they depend on.
-	sort.Slice(evictions, func(i, j int) bool { return kindOrder(evictions[i].Kind) > kindOrder(evictions[j].Kind) })
+	slices.SortStableFunc(evictions, func(a, b registry.Ref) int { return cmp.Compare(kindOrder(b.Kind), kindOrder(a.Kind)) })
 	for _, ref := range evictions {
 		changes = append(changes, r.evict(ctx, ref))
 	}
-	// Kind by kind in dependency order, each by key.
-	slices.SortFunc(steps, func(a, b step) int {
-		if c := cmp.Compare(kindOrder(a.ref.Kind), kindOrder(b.ref.Kind)); c != 0 {
-			return c
-		}
-		return strings.Compare(a.ref.Key, b.ref.Key)
-	})
-	for len(steps) > 0 {
+	for len(steps) > 0 { // one kind at a time
 		n := 1
 		for n < len(steps) && steps[n].ref.Kind == steps[0].ref.Kind {
 			n++
