@@ -48,15 +48,12 @@ type outcome struct {
 	dropInstance bool
 }
 
-// apply plans and applies the dirty entries in dependency order, returning
-// the changes made. forced entries are retried even if unchanged.
-func (r *Reconciler) apply(ctx context.Context, dirty map[registry.Ref]bool, rows rowSet, forced map[registry.Ref]bool) []Change {
-	steps := make([]step, 0, len(dirty))
+// apply plans and applies the dirty entries refs (each once; apply sorts
+// the slice) in dependency order, returning the changes made. forced
+// entries are retried even if unchanged.
+func (r *Reconciler) apply(ctx context.Context, refs []registry.Ref, rows rowSet, forced map[registry.Ref]bool) []Change {
+	steps := make([]step, 0, len(refs))
 	var evictions []registry.Ref
-	refs := make([]registry.Ref, 0, len(dirty))
-	for ref := range dirty {
-		refs = append(refs, ref)
-	}
 	// Kind by kind in dependency order, each by key: steps come out in the
 	// order they are applied.
 	slices.SortFunc(refs, func(a, b registry.Ref) int {

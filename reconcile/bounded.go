@@ -186,6 +186,7 @@ func (g *guard) work() {
 		delete(g.calls, c)
 		g.mu.Unlock()
 		inst, err := g.r.attemptResult(c, res)
+		c.cancel(context.Canceled) // the call is over: what it left running on its context stops
 		g.finish(i, inst, err)
 	}
 }

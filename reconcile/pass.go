@@ -238,7 +238,11 @@ func (r *Reconciler) applyDelta(ctx context.Context, addrs []snapshot.Address, f
 		r.relistReason = TriggerRecovered
 		return nil, err
 	}
-	return r.apply(ctx, dirty, rows, forced), nil
+	refs := make([]registry.Ref, 0, len(dirty))
+	for ref := range dirty {
+		refs = append(refs, ref)
+	}
+	return r.apply(ctx, refs, rows, forced), nil
 }
 
 // readMissing reads the rows of dirty entries that are not in rows yet.
@@ -276,16 +280,19 @@ func (r *Reconciler) relistPass(ctx context.Context, trig Trigger) ([]Change, er
 	rows := make(rowSet, all.Len())
 	rows.add(all)
 	r.model = r.buildModel(all)
-	dirty := make(map[registry.Ref]bool, len(r.model.nodes))
+	// Every desired entry, and every entry of the registries besides.
+	refs := make([]registry.Ref, 0, len(r.model.nodes))
 	for ref := range r.model.nodes {
-		dirty[ref] = true
+		refs = append(refs, ref)
 	}
 	for _, k := range registry.Kinds {
 		for _, key := range r.regs.Of(k).Keys() {
-			dirty[registry.Ref{Kind: k, Key: key}] = true
+			if ref := (registry.Ref{Kind: k, Key: key}); r.model.nodes[ref] == nil {
+				refs = append(refs, ref)
+			}
 		}
 	}
-	changes := r.apply(ctx, dirty, rows, nil)
+	changes := r.apply(ctx, refs, rows, nil)
 	r.cursor = cur
 	r.relistReason = ""
 	r.markSynced()

@@ -43,7 +43,9 @@ func (r *Registry) Put(e Entry) {
 	if p, err := ParseKey(r.kind, e.Key); err == nil {
 		e.KeyParts = p
 	}
-	r.entries[e.Key] = &e
+	stored := new(Entry) // e itself stays on the stack
+	*stored = e
+	r.entries[e.Key] = stored
 }
 
 func (r *Registry) Update(key string, fn func(*Entry)) bool {
