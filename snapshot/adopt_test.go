@@ -196,7 +196,9 @@ VALUES ('sec_9f8e', 'datasource', 'warehouse', 'local:v1', 'aes-256-gcm', 1, 'dj
 	}
 	wantTriggers := []string{
 		"sys_connector_credential sys_reconcile_journal", "sys_connector_credential sys_reconcile_stamp",
-		"sys_metadata sys_reconcile_journal", "sys_secret sys_reconcile_journal",
+		"sys_connector_credential sys_reconcile_truncate",
+		"sys_metadata sys_reconcile_journal", "sys_metadata sys_reconcile_truncate",
+		"sys_secret sys_reconcile_journal", "sys_secret sys_reconcile_truncate",
 	}
 	if tg := userTriggers(t, admin); !slices.Equal(tg, wantTriggers) {
 		t.Fatalf("triggers after migrate: %v, want %v", tg, wantTriggers)

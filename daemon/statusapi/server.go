@@ -134,15 +134,18 @@ func (h *Handler) RequiresToken() bool { return h.o.Token != "" }
 // request's context.
 type listenHostKey struct{}
 
-// checkHost refuses a request whose Host is not a loopback name, the
-// configured listen host or the address the connection arrived on: a page
-// of another site whose name was rebound to this address (DNS rebinding)
-// sends its own name. It also refuses a request that came in on a
-// non-loopback address when no token is configured.
+// checkHost, without a token, refuses a request whose Host is not a
+// loopback name, the configured listen host or the address the connection
+// arrived on: a page of another site whose name was rebound to this
+// address (DNS rebinding) sends its own name. It also refuses a request
+// that came in on a non-loopback address when no token is configured.
+// With a token any Host is accepted (a Kubernetes Service name, say): the
+// token is the boundary, and a rebound page cannot send it (a browser
+// keeps credentials per origin).
 func (h *Handler) checkHost(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		local := localIP(r.Context())
-		if !h.allowedHost(r.Context(), r.Host, local) {
+		if h.o.Token == "" && !h.allowedHost(r.Context(), r.Host, local) {
 			writeError(w, http.StatusMisdirectedRequest, "request Host is not this daemon's address (a loopback name or the status.listen address)")
 			return
 		}

@@ -167,6 +167,20 @@ func TestNoTokenOffLoopback(t *testing.T) {
 	if w.Code != 200 {
 		t.Fatalf("request on a public address with the token: %d %s", w.Code, w.Body)
 	}
+	// With a token, a Kubernetes Service name is a valid Host (the token is
+	// the boundary); without the token it still gets 401, never the data.
+	r.Host = "reconciler.crm.svc.cluster.local:9477"
+	w = httptest.NewRecorder()
+	h.ServeHTTP(w, r)
+	if w.Code != 200 {
+		t.Fatalf("Service name as Host with the token: %d %s", w.Code, w.Body)
+	}
+	r.Header.Del("Authorization")
+	w = httptest.NewRecorder()
+	h.ServeHTTP(w, r)
+	if w.Code != http.StatusUnauthorized {
+		t.Fatalf("Service name as Host without the token: %d %s", w.Code, w.Body)
+	}
 }
 
 // countingBackend's Drift counts its calls (each one a relist of the
