@@ -17,6 +17,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/objectstack-fleet/reconciler/daemon"
 	"github.com/objectstack-fleet/reconciler/reconcile"
 	"github.com/objectstack-fleet/reconciler/snapshot"
 )
@@ -411,17 +412,18 @@ func (f *fleet) startOne(ctx context.Context, env *scaleEnv, i int, interval tim
 		defer f.wg.Done()
 		_ = rec.Run(ctx)
 	}()
-	go func() { // the daemon's heartbeat: every 5 poll intervals
+	go func() { // the daemon's keepalive heartbeat (nothing changes here), at a random phase: a fleet started over time
 		defer f.wg.Done()
 		start := time.Now()
-		t := time.NewTicker(5 * interval)
-		defer t.Stop()
+		every := daemon.HeartbeatInterval(interval)
+		next := time.Duration(rand.Int64N(int64(every)))
 		for {
 			select {
 			case <-ctx.Done():
 				return
-			case <-t.C:
+			case <-time.After(next):
 			}
+			next = every
 			st := rec.Status()
 			_ = s.Heartbeat(ctx, snapshot.Replica{ReplicaID: id, Host: "bench", PID: os.Getpid(), Version: "bench",
 				StartedAt: start, Cursor: st.Cursor.String(), CursorSeq: st.Cursor.Seq, CursorAt: st.Cursor.At})
@@ -514,10 +516,11 @@ func writeScale(cfg ScaleConfig, r *ScaleResult) error {
 	p("# Fleet scale: reconcilers polling one PostgreSQL\n\n")
 	p("Produced by `%s`. Each mode runs on a private cluster the bench starts (PostgreSQL 15, fsync off); "+
 		"the fleet runs in one process: every reconciler has its own store pool (one connection), polls every %s "+
-		"with the default jitter, checks for stalls every fifth poll and writes its heartbeat every 5 polls, as `reconciler run` does "+
+		"with the default jitter, checks for stalls every fifth poll (a statement only when its poll's snapshot cannot answer: see snapshot.PG.Stall) "+
+		"and writes its keepalive heartbeat every %s (daemon.HeartbeatInterval; at random phases, as a fleet started over time), as `reconciler run` does "+
 		"(hints off: LISTEN cannot go through PgBouncer, nor to a standby). %d rows in the store; %s windows. "+
 		"CPU is exact per process (/proc/PID/schedstat) over every process of the server, its idle background work included.\n\n",
-		cfg.Command, cfg.Interval, cfg.Rows, cfg.Window)
+		cfg.Command, cfg.Interval, daemon.HeartbeatInterval(cfg.Interval), cfg.Rows, cfg.Window)
 	p("Modes: **direct** (every reconciler connects to the primary); **pgbouncer** (Debian's PgBouncer 1.18, transaction pooling, " +
 		"20 server connections; pgx in `default_query_exec_mode=exec`: the extended protocol without named prepared statements, " +
 		"which PgBouncer 1.18 cannot keep across transactions); **standby** (`store.read_url` on a streaming hot standby: polls and " +
@@ -534,7 +537,7 @@ func writeScale(cfg ScaleConfig, r *ScaleResult) error {
 		}
 	}
 	p("\n\n## Per idle poll, over SELECT 1 on the same connections\n\n")
-	p("Server CPU (all processes, idle baseline subtracted) per poll of %d reconcilers, every statement amortized (the poll, the stall check every fifth poll, the heartbeat every fifth), "+
+	p("Server CPU (all processes, idle baseline subtracted) per poll of %d reconcilers, every statement amortized (the poll, the stall checks that need a statement, the heartbeats), "+
 		"divided by the server CPU per `SELECT 1` of %d clients at the same cadence on the same connection mode, measured in the same run.\n\n", cfg.RatioN, cfg.RatioN)
 	p("| mode | reconciler: µs per poll | SELECT 1: µs each | ratio |\n|---|---|---|---|\n")
 	for _, x := range r.Ratios {

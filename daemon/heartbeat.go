@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"math/rand/v2"
 	"os"
 	"sync"
 	"time"
@@ -22,9 +23,11 @@ type loopStatus interface {
 	Status() reconcile.Status
 }
 
-// heartbeater upserts this replica's sys_reconciler_replica row after
-// every pass that changed something (or whose error changed) and at least
-// every HeartbeatInterval.
+// heartbeater upserts this replica's sys_reconciler_replica row at once
+// after a pass that changed what the row reports (applied changes: counts
+// per state; its error; the cursor's seq; the first sync) and otherwise
+// every HeartbeatInterval, less up to a tenth at random (so that a fleet
+// started at once does not write in bursts).
 type heartbeater struct {
 	store   heartbeatStore
 	status  loopStatus
@@ -35,16 +38,20 @@ type heartbeater struct {
 
 	mu      sync.Mutex
 	lastErr string
+	lastSeq int64
 	failing bool
 }
 
 // onPass is the loop's OnPass hook: it must not block.
 func (h *heartbeater) onPass(p reconcile.PassResult) {
 	h.mu.Lock()
-	errChanged := p.Err != h.lastErr
+	changed := p.Err != h.lastErr || (p.Err == "" && p.Cursor.Seq != h.lastSeq)
 	h.lastErr = p.Err
+	if p.Err == "" {
+		h.lastSeq = p.Cursor.Seq
+	}
 	h.mu.Unlock()
-	if len(p.Changes) == 0 && !errChanged && p.Trigger != reconcile.TriggerStart {
+	if len(p.Changes) == 0 && !changed && p.Trigger != reconcile.TriggerStart {
 		return
 	}
 	select {
@@ -54,7 +61,7 @@ func (h *heartbeater) onPass(p reconcile.PassResult) {
 }
 
 func (h *heartbeater) run(ctx context.Context) error {
-	t := time.NewTicker(h.every)
+	t := time.NewTimer(keepalive(h.every))
 	defer t.Stop()
 	h.beat(ctx)
 	for {
@@ -64,11 +71,18 @@ func (h *heartbeater) run(ctx context.Context) error {
 		case <-t.C:
 		case <-h.wake:
 		}
+		t.Reset(keepalive(h.every))
 		if ctx.Err() != nil {
 			return nil
 		}
 		h.beat(ctx)
 	}
+}
+
+// keepalive is the wait before the next keepalive heartbeat: every, less
+// up to a tenth at random.
+func keepalive(every time.Duration) time.Duration {
+	return every - time.Duration(rand.Int64N(int64(every/10)+1))
 }
 
 // beatTimeout bounds one heartbeat write.

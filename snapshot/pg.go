@@ -32,8 +32,8 @@ type PG struct {
 	// standby is set when polls, relists and reads go to a hot standby
 	// (store.read_url); nil otherwise.
 	standby *standby
-	// stallGate remembers the xmax of past stall checks.
-	stallGate xmaxHistory
+	// stallGate remembers what past polls and stall checks saw.
+	stallGate stallGate
 }
 
 var (
@@ -353,6 +353,7 @@ func (p *PG) Poll(ctx context.Context, cur Cursor) ([]Address, Cursor, error) {
 		at                       time.Time
 		sources, keys            []string
 	)
+	polled := time.Now()
 	err = p.pool.QueryRow(ctx, pollSQL, cur.Snapshot).Scan(&snap, &storeID, &prunedXid, &head, &at, &sources, &keys)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, cur, fmt.Errorf("poll %s: %w: no sys_reconciler_state row", p.url, ErrSchema)
@@ -379,7 +380,9 @@ func (p *PG) Poll(ctx context.Context, cur Cursor) ([]Address, Cursor, error) {
 	for i := range sources {
 		addrs[i] = Address{Table: Table(sources[i]), Key: keys[i]}
 	}
-	return addrs, Cursor{StoreID: storeID, Seq: max(head, cur.Seq), Snapshot: snap, At: at}, nil
+	next := Cursor{StoreID: storeID, Seq: max(head, cur.Seq), Snapshot: snap, At: at}
+	p.stallGate.polled(polled, next, true)
+	return addrs, next, nil
 }
 
 // The source selects: every column the rows carry, the revision and its

@@ -2,6 +2,9 @@ package snapshot
 
 import (
 	"context"
+	"math"
+	"strconv"
+	"strings"
 	"sync"
 	"time"
 )
@@ -40,8 +43,13 @@ FROM (SELECT array_agg(pid ORDER BY xact_start) AS pids,
 )
 
 // Stall implements Source in one statement on the primary (and, with a
-// standby, one more there for its replay state).
+// standby, one more there for its replay state), or in none when the
+// latest poll already answers (stallGate.answer): a fleet's checks then
+// cost the server nothing while no write is held back.
 func (p *PG) Stall(ctx context.Context, cur Cursor, minAge time.Duration) (Stall, error) {
+	if st, ok := p.stallGate.answer(cur, minAge, p.standby != nil, time.Now()); ok {
+		return st, nil
+	}
 	var st Stall
 	snap := cur.Snapshot
 	if snap == "" {
@@ -63,7 +71,6 @@ func (p *PG) Stall(ctx context.Context, cur Cursor, minAge time.Duration) (Stall
 	if err != nil {
 		return Stall{}, p.interpretError("stall", err)
 	}
-	p.stallGate.record(checked, xmax)
 	for i := range pids {
 		st.Blockers = append(st.Blockers, Blocker{PID: int(pids[i]), XactAge: time.Duration(ages[i] * float64(time.Second)),
 			State: states[i], App: apps[i]})
@@ -71,32 +78,138 @@ func (p *PG) Stall(ctx context.Context, cur Cursor, minAge time.Duration) (Stall
 	if p.standby != nil {
 		st.Standby = p.standbyState(ctx, lsn)
 	}
+	p.stallGate.checked(checked, xmax, st)
 	return st, nil
 }
 
-// xmaxHistory remembers when past stall checks saw which snapshot xmax,
-// so that a check knows which xids were already assigned minAge ago: only
-// a transaction holding one of those can have been writing for minAge.
-type xmaxHistory struct {
+// standbyStallKeepalive is how often, at least, a store with a standby
+// checks the primary for stalls although its polls show the standby
+// keeping up: open writes on the primary and WAL the standby has not
+// received yet are seen only there.
+const standbyStallKeepalive = 30 * time.Second
+
+// stallGate remembers what past polls and stall checks saw, so that a
+// stall check knows when it needs no statement, and which xids were
+// already assigned minAge ago (only a transaction holding one of those can
+// have been writing for minAge).
+type stallGate struct {
 	mu      sync.Mutex
-	samples []xmaxSample // oldest first
+	samples []xmaxSample // the primary's xmax over time, oldest first
+	// poll is the cursor the latest successful poll returned, and when.
+	poll struct {
+		snapshot string
+		at       time.Time
+	}
+	// check is the latest stall check's result (used with a standby).
+	check struct {
+		at   time.Time
+		xmax uint64 // the primary's snapshot xmax then
+		st   Stall
+		ok   bool
+	}
 }
 
 type xmaxSample struct {
 	at   time.Time
-	xmax string
+	xmax uint64
 }
 
-// maxXmaxSamples bounds the history (a stall check runs every few polls).
+// maxXmaxSamples bounds the history: past it, samples are dropped so that
+// the history keeps spanning minAge whatever the poll interval (a writer
+// is then named a little later: see addLocked).
 const maxXmaxSamples = 64
 
-// before returns the xmax seen by the newest check at least minAge before
-// now ("0" when none is that old: nothing can be named yet).
-func (h *xmaxHistory) before(now time.Time, minAge time.Duration) string {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	x := "0"
-	for _, s := range h.samples {
+// answer returns the result of a stall check for cur without a statement,
+// when cur is the latest poll's cursor and that poll already tells:
+//
+//   - on the primary, no xid in the poll's snapshot is below the xmax seen
+//     minAge before it: no transaction can have been writing for minAge
+//     (nothing to name), and what the cursor has not seen is what committed
+//     since the poll (counted as 0: the next poll reads it);
+//   - with a standby, the latest check found nothing held back, is less
+//     than standbyStallKeepalive old, and the standby has since replayed
+//     past the primary's xmax of that check: that result stands, with the
+//     standby caught up.
+//
+// minAge ≤ 0 (name every open writer now) always needs the statement.
+func (g *stallGate) answer(cur Cursor, minAge time.Duration, standby bool, now time.Time) (Stall, bool) {
+	if minAge <= 0 || cur.Snapshot == "" {
+		return Stall{}, false
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if cur.Snapshot != g.poll.snapshot {
+		return Stall{}, false
+	}
+	snap, err := parseSnapshot(cur.Snapshot)
+	if err != nil {
+		return Stall{}, false
+	}
+	if !standby {
+		gate := g.beforeLocked(g.poll.at, minAge)
+		for x := range strings.SplitSeq(snapshotXip(cur.Snapshot), ",") {
+			if v, err := strconv.ParseUint(x, 10, 64); x != "" && (err != nil || v < gate) {
+				return Stall{}, false
+			}
+		}
+		return Stall{}, true
+	}
+	c := g.check
+	if !c.ok || !quiet(c.st) || now.Sub(c.at) >= standbyStallKeepalive || snap.xmax < c.xmax {
+		return Stall{}, false
+	}
+	return Stall{Standby: &Standby{}}, true
+}
+
+// quiet reports whether a check found nothing held back: no entry
+// pending, no blocker, the standby (if any) asked, replaying, not
+// promoted. Replay lag without pending entries is not a stall.
+func quiet(st Stall) bool {
+	return st.Pending == 0 && len(st.Blockers) == 0 &&
+		(st.Standby == nil || (st.Standby.Error == "" && !st.Standby.ReplayPaused && !st.Standby.Promoted))
+}
+
+// snapshotXip returns the in-progress list of a textual pg_snapshot.
+func snapshotXip(s string) string {
+	_, rest, _ := strings.Cut(s, ":")
+	_, xip, _ := strings.Cut(rest, ":")
+	return xip
+}
+
+// polled records a successful poll's cursor; onPrimary adds its xmax to
+// the history.
+func (g *stallGate) polled(at time.Time, c Cursor, onPrimary bool) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.poll.snapshot, g.poll.at = c.Snapshot, at
+	if snap, err := parseSnapshot(c.Snapshot); err == nil && onPrimary {
+		g.addLocked(at, snap.xmax)
+	}
+}
+
+// checked records a stall check: the primary's xmax it saw, and its result.
+func (g *stallGate) checked(at time.Time, xmax string, st Stall) {
+	v, err := strconv.ParseUint(xmax, 10, 64)
+	if err != nil {
+		return
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.addLocked(at, v)
+	g.check.at, g.check.xmax, g.check.st, g.check.ok = at, v, st, true
+}
+
+// before returns the xmax seen by the newest poll or check at least minAge
+// before now ("0" when none is that old: nothing can be named yet).
+func (g *stallGate) before(now time.Time, minAge time.Duration) string {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return strconv.FormatUint(g.beforeLocked(now, minAge), 10)
+}
+
+func (g *stallGate) beforeLocked(now time.Time, minAge time.Duration) uint64 {
+	var x uint64
+	for _, s := range g.samples {
 		if s.at.After(now.Add(-minAge)) {
 			break
 		}
@@ -105,12 +218,22 @@ func (h *xmaxHistory) before(now time.Time, minAge time.Duration) string {
 	return x
 }
 
-// record adds what a check saw.
-func (h *xmaxHistory) record(at time.Time, xmax string) {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	h.samples = append(h.samples, xmaxSample{at, xmax})
-	if len(h.samples) > maxXmaxSamples {
-		h.samples = append(h.samples[:0], h.samples[len(h.samples)-maxXmaxSamples:]...)
+func (g *stallGate) addLocked(at time.Time, xmax uint64) {
+	g.samples = append(g.samples, xmaxSample{at, xmax})
+	n := len(g.samples)
+	if n <= maxXmaxSamples {
+		return
 	}
+	// Drop the sample whose loss leaves the smallest hole for its age, so
+	// that the samples thin out geometrically with age: the newest one at
+	// least minAge old is at most a fraction of minAge older than that.
+	drop, best := 1, math.Inf(1)
+	for i := 1; i < n-1; i++ {
+		age := at.Sub(g.samples[i].at).Seconds()
+		hole := g.samples[i+1].at.Sub(g.samples[i-1].at).Seconds()
+		if r := hole / max(age, 1e-9); r < best {
+			drop, best = i, r
+		}
+	}
+	g.samples = append(g.samples[:drop], g.samples[drop+1:]...)
 }

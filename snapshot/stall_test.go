@@ -43,3 +43,35 @@ func TestStallNamesWriterAfterMinAge(t *testing.T) {
 	}
 	_ = tx.Rollback(ctx)
 }
+
+// As the loop runs it (a poll, then a stall check with that poll's
+// cursor), a writer open for minAge is named.
+func TestStallAfterPollNamesWriter(t *testing.T) {
+	t.Parallel()
+	s, url := snapshottest.NewPostgres(t)
+	ctx := ctxT(t)
+	_, c := relist(t, s)
+	tx := snapshottest.Connect(t, url)
+	if err := tx.Begin(ctx); err != nil {
+		t.Fatal(err)
+	}
+	tx.Exec(t, insMeta, "held")
+	snapshottest.Exec(t, url, insMeta, "after")
+	const minAge = 100 * time.Millisecond
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		_, c = poll(t, s, c)
+		st, err := s.Stall(ctx, c, minAge)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(st.Blockers) > 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("an open writer was never named")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	_ = tx.Rollback(ctx)
+}

@@ -101,7 +101,9 @@ func (p *PG) pollStandby(ctx context.Context, cur Cursor) ([]Address, Cursor, er
 	for i := range sources {
 		addrs[i] = Address{Table: Table(sources[i]), Key: keys[i]}
 	}
-	return addrs, Cursor{StoreID: storeID, Seq: max(head, cur.Seq), Snapshot: snap, Seen: strings.Join(seen, ","), At: at}, nil
+	next := Cursor{StoreID: storeID, Seq: max(head, cur.Seq), Snapshot: snap, Seen: strings.Join(seen, ","), At: at}
+	p.stallGate.polled(time.Now(), next, false)
+	return addrs, next, nil
 }
 
 // standbyBehind decides what a standby that is behind the cursor (xmax

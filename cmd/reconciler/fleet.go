@@ -23,8 +23,10 @@ func fleetCmd() *command {
 		usage: "[--store.url URL] [--json]",
 		summary: `List every replica's heartbeat from the store: heartbeat age, cursor lag
 behind the store's head and counts per state, flagging stale replicas (no
-heartbeat for 3×poll.interval×5) and lagging ones (behind the head with a
-cursor older than 2×poll.interval×5). Exits 0 even when some are flagged.`,
+heartbeat for 3 heartbeat intervals) and lagging ones (behind the head with a
+cursor older than 2 heartbeat intervals). A replica writes its heartbeat when
+what it reports changes and at least every max(5×poll.interval, 30s): give
+the fleet's poll.interval. Exits 0 even when some are flagged.`,
 		flags: func(fs *pflag.FlagSet) {
 			configFlag(fs)
 			config.AddFlags(fs, config.KeyStoreURL, config.KeyPollInterval)

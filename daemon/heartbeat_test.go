@@ -1,0 +1,63 @@
+package daemon
+
+import (
+	"testing"
+	"time"
+
+	"github.com/objectstack-fleet/reconciler/reconcile"
+	"github.com/objectstack-fleet/reconciler/snapshot"
+)
+
+// The heartbeat is a keepalive: every 5 polls, not more often than every
+// 30s.
+func TestHeartbeatInterval(t *testing.T) {
+	t.Parallel()
+	for poll, want := range map[time.Duration]time.Duration{
+		100 * time.Millisecond: 30 * time.Second,
+		time.Second:            30 * time.Second,
+		10 * time.Second:       50 * time.Second,
+	} {
+		if got := HeartbeatInterval(poll); got != want {
+			t.Errorf("HeartbeatInterval(%v) = %v, want %v", poll, got, want)
+		}
+	}
+	for range 100 {
+		if d := keepalive(30 * time.Second); d < 27*time.Second || d > 30*time.Second {
+			t.Fatalf("keepalive(30s) = %v", d)
+		}
+	}
+}
+
+// A pass wakes the heartbeat at once when what the row reports changed
+// (applied changes, the error, the cursor's seq, the first sync), and not
+// when an idle poll changed nothing.
+func TestHeartbeatWritesChangesAtOnce(t *testing.T) {
+	t.Parallel()
+	h := &heartbeater{wake: make(chan struct{}, 1)}
+	cur := func(seq int64) snapshot.Cursor { return snapshot.Cursor{StoreID: "s", Seq: seq} }
+	for _, tc := range []struct {
+		name string
+		pass reconcile.PassResult
+		wake bool
+	}{
+		{"first sync", reconcile.PassResult{Trigger: reconcile.TriggerStart, Cursor: cur(5)}, true},
+		{"idle poll", reconcile.PassResult{Trigger: reconcile.TriggerPoll, Cursor: cur(5)}, false},
+		{"cursor moved", reconcile.PassResult{Trigger: reconcile.TriggerPoll, Cursor: cur(6)}, true},
+		{"idle again", reconcile.PassResult{Trigger: reconcile.TriggerPoll, Cursor: cur(6)}, false},
+		{"applied", reconcile.PassResult{Trigger: reconcile.TriggerPoll, Cursor: cur(6), Changes: []reconcile.Change{{}}}, true},
+		{"store down", reconcile.PassResult{Trigger: reconcile.TriggerPoll, Cursor: cur(6), Err: "down"}, true},
+		{"still down", reconcile.PassResult{Trigger: reconcile.TriggerPoll, Cursor: cur(6), Err: "down"}, false},
+		{"back", reconcile.PassResult{Trigger: reconcile.TriggerPoll, Cursor: cur(6)}, true},
+	} {
+		h.onPass(tc.pass)
+		woke := false
+		select {
+		case <-h.wake:
+			woke = true
+		default:
+		}
+		if woke != tc.wake {
+			t.Errorf("%s: woke %v, want %v", tc.name, woke, tc.wake)
+		}
+	}
+}
