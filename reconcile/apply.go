@@ -54,14 +54,7 @@ type outcome struct {
 func (r *Reconciler) apply(ctx context.Context, refs []registry.Ref, rows rowSet, forced map[registry.Ref]bool) []Change {
 	steps := make([]step, 0, len(refs))
 	var evictions []registry.Ref
-	// Kind by kind in dependency order, each by key: steps come out in the
-	// order they are applied.
-	slices.SortFunc(refs, func(a, b registry.Ref) int {
-		if c := cmp.Compare(kindOrder(a.Kind), kindOrder(b.Kind)); c != 0 {
-			return c
-		}
-		return strings.Compare(a.Key, b.Key)
-	})
+	sortRefs(refs) // steps come out in the order they are applied
 	// Signatures are the bulk of a relist's CPU: look everything up and
 	// compute them on every core.
 	plans := make([]plan, len(refs))
@@ -105,6 +98,15 @@ func (r *Reconciler) apply(ctx context.Context, refs []registry.Ref, rows rowSet
 		steps = append(steps, st)
 	}
 	// New entries are visible as pending while their kind waits its turn.
+	creates := make(map[registry.Kind]int, len(registry.Kinds))
+	for _, st := range steps {
+		if st.action == ActionCreate {
+			creates[st.ref.Kind]++
+		}
+	}
+	for k, n := range creates {
+		r.regs.Of(k).Reserve(n)
+	}
 	now := time.Now()
 	for _, st := range steps {
 		if st.action == ActionCreate {
@@ -156,6 +158,42 @@ func parallel(n int, fn func(i int)) {
 		}()
 	}
 	wg.Wait()
+}
+
+// applyOrder orders refs kind by kind in dependency order, each by key.
+func applyOrder(a, b registry.Ref) int {
+	if a.Kind != b.Kind {
+		return cmp.Compare(kindOrder(a.Kind), kindOrder(b.Kind))
+	}
+	return strings.Compare(a.Key, b.Key)
+}
+
+// sortRefs sorts refs (each once) in apply order; a large slice in two
+// halves on two cores, then merged.
+func sortRefs(refs []registry.Ref) {
+	if len(refs) < 4096 || runtime.GOMAXPROCS(0) < 2 {
+		slices.SortFunc(refs, applyOrder)
+		return
+	}
+	a, b := refs[:len(refs)/2], refs[len(refs)/2:]
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		slices.SortFunc(a, applyOrder)
+	}()
+	slices.SortFunc(b, applyOrder)
+	wg.Wait()
+	merged := make([]registry.Ref, 0, len(refs))
+	for len(a) > 0 && len(b) > 0 {
+		if applyOrder(b[0], a[0]) < 0 {
+			merged, b = append(merged, b[0]), b[1:]
+		} else {
+			merged, a = append(merged, a[0]), a[1:]
+		}
+	}
+	merged = append(append(merged, a...), b...)
+	copy(refs, merged)
 }
 
 func kindOrder(k registry.Kind) int {

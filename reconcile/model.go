@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"encoding/hex"
 	"math"
+	"slices"
 	"sync"
 
 	"github.com/objectstack-fleet/reconciler/internal/hashspec"
@@ -99,6 +100,63 @@ func (m *model) put(n *node) {
 		}
 		set[n.ref] = struct{}{}
 	}
+}
+
+// putAll fills an empty model with ns (nil: a row not desired), as put
+// would one by one where two rows claim one key: the newer revision wins,
+// the later row on a tie. The indexes are built concurrently.
+func (m *model) putAll(ns []*node) {
+	won := make([]*node, 0, len(ns))
+	var lost map[*node]bool // replaced by a later row
+	for _, n := range ns {
+		if n == nil {
+			continue
+		}
+		if old, ok := m.nodes[n.ref]; ok {
+			if old.rev > n.rev {
+				continue
+			}
+			if lost == nil {
+				lost = make(map[*node]bool)
+			}
+			lost[old] = true
+		}
+		m.nodes[n.ref] = n
+		won = append(won, n)
+	}
+	if lost != nil {
+		won = slices.DeleteFunc(won, func(n *node) bool { return lost[n] })
+	}
+	var wg sync.WaitGroup
+	wg.Add(2)
+	go func() {
+		defer wg.Done()
+		for _, n := range won {
+			m.byAddr[n.addr] = n.ref
+		}
+	}()
+	go func() {
+		defer wg.Done()
+		for _, n := range won {
+			m.bySym[n.sym] = append(m.bySym[n.sym], n.ref)
+		}
+	}()
+	// Referrers per symbol, counted first: each set is made at its size.
+	sizes := make(map[string]int)
+	for _, n := range won {
+		for _, w := range n.wants {
+			sizes[w.sym()]++
+		}
+	}
+	for s, k := range sizes {
+		m.dependents[s] = make(map[registry.Ref]struct{}, k)
+	}
+	for _, n := range won {
+		for _, w := range n.wants {
+			m.dependents[w.sym()][n.ref] = struct{}{}
+		}
+	}
+	wg.Wait()
 }
 
 func (m *model) remove(ref registry.Ref) {

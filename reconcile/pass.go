@@ -52,29 +52,16 @@ func (r *Reconciler) nodeFor(row rowOf) *node {
 // buildModel builds the whole desired model from a relist, parsing bodies
 // and decrypting secrets on every core.
 func (r *Reconciler) buildModel(all snapshot.Rows) *model {
-	m := newModel(r.opts.CodeObjects, all.Len())
-	put := func(n *node) {
-		if n == nil {
-			return
-		}
-		if old, ok := m.nodes[n.ref]; ok && old.rev > n.rev {
-			return // two rows claim one key: the newer wins
-		}
-		m.put(n)
-	}
+	ns := make([]*node, len(all.Credentials)+len(all.Secrets)+len(all.Metadata))
 	for i := range all.Credentials {
-		put(credentialNode(&all.Credentials[i]))
+		ns[i] = credentialNode(&all.Credentials[i])
 	}
-	secrets := make([]*node, len(all.Secrets))
+	secrets := ns[len(all.Credentials) : len(all.Credentials)+len(all.Secrets)]
 	parallel(len(secrets), func(i int) { secrets[i] = secretNode(&all.Secrets[i], r.opts.Secrets) })
-	for _, n := range secrets {
-		put(n)
-	}
-	metas := make([]*node, len(all.Metadata))
+	metas := ns[len(all.Credentials)+len(all.Secrets):]
 	parallel(len(metas), func(i int) { metas[i] = metadataNode(&all.Metadata[i], r.opts.Limits) })
-	for _, n := range metas {
-		put(n)
-	}
+	m := newModel(r.opts.CodeObjects, len(ns))
+	m.putAll(ns)
 	return m
 }
 

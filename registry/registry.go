@@ -48,6 +48,18 @@ func (r *Registry) Put(e Entry) {
 	r.entries[e.Key] = stored
 }
 
+// Reserve makes room for n entries in a registry that is empty (as at a
+// first full sync), so that filling it does not grow its map step by step.
+func (r *Registry) Reserve(n int) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if len(r.entries) == 0 && n > 0 {
+		r.entries = make(map[string]*Entry, n)
+	}
+}
+
+// Update applies fn to the entry for key under the lock (fn must not block)
+// and reports whether it existed.
 func (r *Registry) Update(key string, fn func(*Entry)) bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
