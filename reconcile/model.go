@@ -142,14 +142,25 @@ func (m *model) putAll(ns []*node) {
 		}
 	}()
 	// Referrers per symbol, counted first: each set is made at its size.
-	sizes := make(map[string]int)
+	// The referrers of a symbol keep one copy of it.
+	type use struct {
+		sym string
+		n   int
+	}
+	uses := make(map[string]*use)
 	for _, n := range won {
-		for _, w := range n.wants {
-			sizes[w.sym()]++
+		for i, w := range n.wants {
+			u := uses[w.sym()]
+			if u == nil {
+				u = &use{sym: w.sym()}
+				uses[u.sym] = u
+			}
+			u.n++
+			n.wants[i].s = u.sym
 		}
 	}
-	for s, k := range sizes {
-		m.dependents[s] = make(map[registry.Ref]struct{}, k)
+	for s, u := range uses {
+		m.dependents[s] = make(map[registry.Ref]struct{}, u.n)
 	}
 	for _, n := range won {
 		for _, w := range n.wants {
