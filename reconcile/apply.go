@@ -119,6 +119,17 @@ func (r *Reconciler) apply(ctx context.Context, refs []registry.Ref, rows rowSet
 	if n := len(evictions) + len(steps); n > 0 {
 		changes = make([]Change, 0, n)
 	}
+	// A large apply (a cold start, a relist after an outage) logs each
+	// entry that did not end ready at info and one summary line; entries
+	// that did are at debug (100k lines at info cost a cold start more than
+	// its materializers).
+	r.bulk = len(evictions)+len(steps) > bulkLogThreshold
+	defer func() {
+		if r.bulk {
+			r.logSummary(ctx, changes)
+			r.bulk = false
+		}
+	}()
 	// Evict dependents before what they depend on.
 	slices.SortStableFunc(evictions, func(a, b registry.Ref) int { return cmp.Compare(kindOrder(b.Kind), kindOrder(a.Kind)) })
 	for _, ref := range evictions {
@@ -319,7 +330,7 @@ func (r *Reconciler) record(ctx context.Context, st step, o outcome) Change {
 	if e.Reason != "" {
 		attrs = append(attrs, slog.String("reason", e.Reason))
 	}
-	r.log.LogAttrs(ctx, slog.LevelInfo, "applied", attrs...)
+	r.log.LogAttrs(ctx, r.entryLevel(e.State), "applied", attrs...)
 	return Change{Kind: st.ref.Kind, Key: st.ref.Key, Action: st.action, Revision: st.rev, State: e.State}
 }
 
@@ -341,7 +352,7 @@ func (r *Reconciler) evict(ctx context.Context, ref registry.Ref) Change {
 	r.count(ref.Kind, e.State, "")
 	r.closeInstance(ctx, ref.Kind, ref.Key, e.Instance)
 	r.metrics.Evictions.WithLabelValues(string(ref.Kind)).Inc()
-	r.log.LogAttrs(ctx, slog.LevelInfo, "applied", slog.String("kind", string(ref.Kind)), slog.String("key", ref.Key),
+	r.log.LogAttrs(ctx, r.entryLevel(registry.StateReady), "applied", slog.String("kind", string(ref.Kind)), slog.String("key", ref.Key),
 		slog.Int64("revision", e.Revision), slog.String("action", string(ActionEvict)))
 	return Change{Kind: ref.Kind, Key: ref.Key, Action: ActionEvict, Revision: e.Revision}
 }
@@ -362,4 +373,42 @@ func (r *Reconciler) count(k registry.Kind, from, to registry.State) {
 		r.metrics.Items.WithLabelValues(string(k), string(to)).Set(float64(c[to]))
 	}
 	r.mu.Unlock()
+}
+
+// bulkLogThreshold is the number of changes above which an apply logs a
+// summary instead of a line per routine change.
+const bulkLogThreshold = 100
+
+// entryLevel is the level of an entry's "applied" line: info, or debug for
+// a routine outcome (ready, evicted) inside a large apply.
+func (r *Reconciler) entryLevel(s registry.State) slog.Level {
+	if r.bulk && s == registry.StateReady {
+		return slog.LevelDebug
+	}
+	return slog.LevelInfo
+}
+
+// logSummary logs one line for a large apply: how many changes, by action
+// and by resulting state.
+func (r *Reconciler) logSummary(ctx context.Context, changes []Change) {
+	actions := map[Action]int{}
+	states := map[registry.State]int{}
+	for _, c := range changes {
+		actions[c.Action]++
+		if c.State != "" {
+			states[c.State]++
+		}
+	}
+	attrs := []slog.Attr{slog.Int("changes", len(changes))}
+	for _, a := range []Action{ActionCreate, ActionRebuild, ActionRetry, ActionEvict} {
+		if n := actions[a]; n > 0 {
+			attrs = append(attrs, slog.Int(string(a), n))
+		}
+	}
+	for _, s := range []registry.State{registry.StateReady, registry.StateDegraded, registry.StateHeld, registry.StatePending} {
+		if n := states[s]; n > 0 {
+			attrs = append(attrs, slog.Int(string(s), n))
+		}
+	}
+	r.log.LogAttrs(ctx, slog.LevelInfo, "applied in bulk (entries that ended ready or evicted are logged at debug)", attrs...)
 }

@@ -50,6 +50,7 @@ type Reconciler struct {
 	relistReason Trigger // non-empty: the next pass must relist
 	retries      map[registry.Ref]time.Time
 	lastStall    time.Time
+	bulk         bool // the apply in flight is large: routine per-entry lines go to debug
 
 	abandoned *abandoned // calls the loop stopped waiting for
 
