@@ -19,7 +19,7 @@ func (p *parser) flow() error { return p.nodes(p.root, 0) }
 
 func (p *parser) nodes(g obj, depth int) error {
 	if depth > maxFlowDepth {
-		return faultf(g.path, "nests flow regions deeper than %d", maxFlowDepth)
+		return faultf(g.path(), "nests flow regions deeper than %d", maxFlowDepth)
 	}
 	elems, err := g.array("nodes")
 	if err != nil {
@@ -27,7 +27,7 @@ func (p *parser) nodes(g obj, depth int) error {
 	}
 	path := g.at("nodes")
 	for i, raw := range elems {
-		n, err := asObject(raw, index(path, i))
+		n, err := g.asObject(raw, index(path, i))
 		if err != nil {
 			return err
 		}
@@ -74,7 +74,7 @@ func (p *parser) regions(cfg obj, depth int) error {
 		key, raw := e.key, e.val
 		switch kindOf(raw) {
 		case "an object":
-			g, err := asObject(raw, cfg.at(key))
+			g, err := cfg.asObject(raw, cfg.at(key))
 			if err != nil {
 				return err
 			}
@@ -88,7 +88,7 @@ func (p *parser) regions(cfg obj, depth int) error {
 				if kindOf(e) != "an object" {
 					continue
 				}
-				g, err := asObject(e, index(cfg.at(key), i))
+				g, err := cfg.asObject(e, index(cfg.at(key), i))
 				if err != nil {
 					return err
 				}

@@ -120,7 +120,8 @@ type Datasource struct {
 	Connector string
 }
 
-// refSet collects references once each, in constant time per reference.
+// refSet collects references once each, in constant time per reference
+// (a scan while there are few, a map beyond).
 type refSet struct {
 	seen map[Ref]struct{}
 	list []Ref
@@ -128,11 +129,21 @@ type refSet struct {
 
 func (s *refSet) add(kind RefKind, name string) {
 	r := Ref{Kind: kind, Name: name}
+	if s.seen == nil {
+		if slices.Contains(s.list, r) {
+			return
+		}
+		if len(s.list) < smallSet {
+			s.list = append(s.list, r) // few: a scan beats a map
+			return
+		}
+		s.seen = make(map[Ref]struct{}, 2*smallSet)
+		for _, x := range s.list {
+			s.seen[x] = struct{}{}
+		}
+	}
 	if _, ok := s.seen[r]; ok {
 		return
-	}
-	if s.seen == nil {
-		s.seen = make(map[Ref]struct{})
 	}
 	s.seen[r] = struct{}{}
 	s.list = append(s.list, r)

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"sync"
 	"unicode/utf8"
 )
 
@@ -12,10 +13,22 @@ import (
 // level the rules descend into, with no decoding of members they skip.
 
 // obj is a JSON object whose members are still raw, with the path it sits
-// at in the body ("" for the body itself).
+// at in the body ("" for the body itself): base, or member key of base
+// when keyed (built only when a fault names it).
 type obj struct {
-	path string
-	es   []entry // in body order; a repeated key appears each time
+	base  string
+	key   string
+	keyed bool
+	es    []entry // in body order; a repeated key appears each time
+	a     *arena  // where the members of objects below are listed
+}
+
+// path is where o sits in the body.
+func (o obj) path() string {
+	if o.keyed {
+		return member(o.base, o.key)
+	}
+	return o.base
 }
 
 // entry is one member of a JSON object.
@@ -46,7 +59,7 @@ func kindOf(raw []byte) string {
 }
 
 // decodeBody validates the body, which must be one JSON object.
-func decodeBody(body []byte) (obj, error) {
+func decodeBody(body []byte, a *arena) (obj, error) {
 	t := bytes.TrimSpace(body)
 	if len(t) == 0 || t[0] != '{' {
 		return obj{}, faultf("", "metadata is not a JSON object")
@@ -56,7 +69,7 @@ func decodeBody(body []byte) (obj, error) {
 		err := json.Unmarshal(t, &v) // only to say where
 		return obj{}, faultf("", "metadata is not valid JSON: %s", jsonError(err))
 	}
-	return obj{es: members(t)}, nil
+	return obj{es: a.members(t), a: a}, nil
 }
 
 func jsonError(err error) string {
@@ -69,12 +82,21 @@ func jsonError(err error) string {
 	return err.Error()
 }
 
-// asObject reads raw (valid JSON) as the object at path.
-func asObject(raw []byte, path string) (obj, error) {
+// asObject reads raw (valid JSON, a member of o) as the object at path.
+func (o obj) asObject(raw []byte, path string) (obj, error) {
 	if len(raw) == 0 || raw[0] != '{' {
 		return obj{}, faultf(path, "must be a JSON object, not %s", kindOf(raw))
 	}
-	return obj{path: path, es: members(raw)}, nil
+	return obj{base: path, es: o.a.members(raw), a: o.a}, nil
+}
+
+// asMember reads raw (valid JSON, a member of o) as the object at member
+// key of base.
+func (o obj) asMember(raw []byte, base, key string) (obj, error) {
+	if len(raw) == 0 || raw[0] != '{' {
+		return obj{}, faultf(member(base, key), "must be a JSON object, not %s", kindOf(raw))
+	}
+	return obj{base: base, key: key, keyed: true, es: o.a.members(raw), a: o.a}, nil
 }
 
 // get returns the value of key (the last one if it repeats).
@@ -93,7 +115,7 @@ func (o obj) has(key string) bool {
 	return ok && raw[0] != 'n'
 }
 
-func (o obj) at(key string) string { return member(o.path, key) }
+func (o obj) at(key string) string { return member(o.path(), key) }
 
 // str reads key as a string; ok is false when it is absent or null.
 func (o obj) str(key string) (s string, ok bool, err error) {
@@ -136,7 +158,7 @@ func (o obj) object(key string) (obj, bool, error) {
 	if !ok || raw[0] == 'n' {
 		return obj{}, false, nil
 	}
-	n, err := asObject(raw, o.at(key))
+	n, err := o.asObject(raw, o.at(key))
 	return n, err == nil, err
 }
 
@@ -163,7 +185,7 @@ func (o obj) mapOf(key string) ([]entry, error) {
 	if raw[0] != '{' {
 		return nil, faultf(o.at(key), "must be a JSON object, not %s", kindOf(raw))
 	}
-	return dedupe(members(raw)), nil
+	return dedupe(o.a.members(raw)), nil
 }
 
 // dedupe keeps each key once, at its first position with its last value.
@@ -171,6 +193,23 @@ func dedupe(es []entry) []entry {
 	if len(es) < 2 {
 		return es
 	}
+	if len(es) <= smallSet {
+		for i := 1; i < len(es); i++ {
+			for j := 0; j < i; j++ {
+				if es[i].key == es[j].key {
+					return dedupeMap(es)
+				}
+			}
+		}
+		return es // no key repeats
+	}
+	return dedupeMap(es)
+}
+
+// smallSet is the size up to which comparing every pair beats a map.
+const smallSet = 8
+
+func dedupeMap(es []entry) []entry {
 	pos := make(map[string]int, len(es))
 	out := make([]entry, 0, len(es))
 	for _, e := range es {
@@ -212,10 +251,41 @@ func knownKey(b []byte) (string, bool) {
 	return "", false
 }
 
+// arena holds the members listed during one Parse, in one slice reused
+// from call to call (nil: each list is allocated).
+type arena struct{ es []entry }
+
+// arenas recycles arenas between Parse calls (on every core).
+var arenas = sync.Pool{New: func() any { return &arena{es: make([]entry, 0, 64)} }}
+
+// maxArena is the most entries an arena keeps for the next Parse.
+const maxArena = 4096
+
+func getArena() *arena { return arenas.Get().(*arena) }
+
+// putArena recycles a: nothing may use the lists it holds any more.
+func putArena(a *arena) {
+	if cap(a.es) > maxArena {
+		return
+	}
+	clear(a.es) // let go of the body
+	a.es = a.es[:0]
+	arenas.Put(a)
+}
+
 // members lists the members of the object b, which must be valid JSON
-// starting with '{'.
-func members(b []byte) []entry {
-	es := make([]entry, 0, 4)
+// starting with '{'. The list is a's until a is recycled.
+func (a *arena) members(b []byte) []entry {
+	if a == nil {
+		return members(b, make([]entry, 0, 4))
+	}
+	start := len(a.es)
+	a.es = members(b, a.es)
+	return a.es[start:len(a.es):len(a.es)]
+}
+
+// members appends the members of the object b to es.
+func members(b []byte, es []entry) []entry {
 	i := skipWS(b, 1)
 	for i < len(b) && b[i] != '}' {
 		kEnd := stringEnd(b, i)

@@ -24,7 +24,7 @@ func FuzzMembers(f *testing.F) {
 		if err := json.Unmarshal(t1, &want); err != nil {
 			t.Fatal(err)
 		}
-		got := dedupe(members(t1))
+		got := dedupe(members(t1, nil))
 		if len(got) != len(want) {
 			t.Fatalf("%d members, want %d", len(got), len(want))
 		}

@@ -40,7 +40,7 @@ func (p *parser) object() error {
 }
 
 func (p *parser) field(e entry) (Field, error) {
-	fo, err := asObject(e.val, member("fields", e.key))
+	fo, err := p.root.asMember(e.val, "fields", e.key)
 	if err != nil {
 		return Field{}, err
 	}

@@ -15,7 +15,9 @@ func Parse(typ, name string, body []byte, lim Limits) (*Item, error) {
 	if n := int64(len(body)); n > lim.MaxBodyBytes {
 		return nil, bodyTooLarge(n, lim.MaxBodyBytes)
 	}
-	root, err := decodeBody(body)
+	a := getArena()
+	defer putArena(a)
+	root, err := decodeBody(body, a)
 	if err != nil {
 		return nil, err
 	}
@@ -84,7 +86,7 @@ func (p *parser) report() error {
 		return err
 	}
 	for i, raw := range blocks {
-		b, err := asObject(raw, index(p.root.at("blocks"), i))
+		b, err := p.root.asObject(raw, index(p.root.at("blocks"), i))
 		if err != nil {
 			return err
 		}
@@ -104,7 +106,7 @@ func eachObject(o obj, key string, fn func(obj) error) error {
 	}
 	path := o.at(key)
 	for _, e := range es {
-		v, err := asObject(e.val, member(path, e.key))
+		v, err := o.asMember(e.val, path, e.key)
 		if err != nil {
 			return err
 		}

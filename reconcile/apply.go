@@ -1,11 +1,13 @@
 package reconcile
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"log/slog"
 	"runtime"
-	"sort"
+	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -26,6 +28,15 @@ type step struct {
 	rev int64
 }
 
+// plan is what apply looks up about one dirty entry.
+type plan struct {
+	had          bool // in the registry, with prevSig and prevRev
+	prevSig, sig string
+	prevRev      int64
+	node         *node // nil: not desired
+	row          rowOf
+}
+
 // outcome is what applying a step produced.
 type outcome struct {
 	state  registry.State
@@ -37,75 +48,89 @@ type outcome struct {
 	dropInstance bool
 }
 
-// apply plans and applies the dirty entries in dependency order, returning
-// the changes made. forced entries are retried even if unchanged.
-func (r *Reconciler) apply(ctx context.Context, dirty map[registry.Ref]bool, rows rowSet, forced map[registry.Ref]bool) []Change {
-	byKind := make(map[registry.Kind][]step, len(registry.Kinds))
+// apply plans and applies the dirty entries refs (each once; apply sorts
+// the slice) in dependency order, returning the changes made. forced
+// entries are retried even if unchanged.
+func (r *Reconciler) apply(ctx context.Context, refs []registry.Ref, rows rowSet, forced map[registry.Ref]bool) []Change {
+	steps := make([]step, 0, len(refs))
 	var evictions []registry.Ref
-	refs := make([]registry.Ref, 0, len(dirty))
-	for ref := range dirty {
-		refs = append(refs, ref)
-	}
-	// Signatures are the bulk of a relist's CPU: compute them on every core.
-	sigs := make([]string, len(refs))
+	sortRefs(refs) // steps come out in the order they are applied
+	// Signatures are the bulk of a relist's CPU: look everything up and
+	// compute them on every core.
+	plans := make([]plan, len(refs))
 	parallel(len(refs), func(i int) {
-		if n := r.model.nodes[refs[i]]; n != nil {
-			if row, ok := rows[n.addr]; ok && row != (rowOf{}) {
-				sigs[i] = signature(n, row, r.model)
+		p := &plans[i]
+		if prev, ok := r.regs.Of(refs[i].Kind).Get(refs[i].Key); ok {
+			p.had, p.prevSig, p.prevRev = true, prev.Signature, prev.Revision
+		}
+		if p.node = r.model.nodes[refs[i]]; p.node != nil {
+			if row, ok := rows[p.node.addr]; ok && row != (rowOf{}) {
+				p.row, p.sig = row, signature(p.node, row, r.model)
 			}
 		}
 	})
 	for i, ref := range refs {
-		n := r.model.nodes[ref]
-		prev, had := r.regs.Of(ref.Kind).Get(ref.Key)
-		if n == nil {
-			if had {
+		p := &plans[i]
+		if p.node == nil {
+			if p.had {
 				evictions = append(evictions, ref)
 			}
 			continue
 		}
-		sig := sigs[i]
-		if sig == "" {
+		if p.sig == "" {
 			continue // row vanished between reads: the next poll sees its delete
 		}
-		row := rows[n.addr]
-		st := step{ref: ref, node: n, row: row, sig: sig, rev: row.revision()}
+		rev := p.row.revision()
+		st := step{ref: ref, node: p.node, row: p.row, sig: p.sig, rev: rev}
 		switch {
-		case !had:
+		case !p.had:
 			st.action = ActionCreate
-		case prev.Signature != sig:
+		case p.prevSig != p.sig:
 			st.action = ActionRebuild
 		case forced[ref]:
 			st.action = ActionRetry
 		default:
-			if rev := row.revision(); prev.Revision != rev {
-				r.touch(ref, rev, sig) // same body rewritten: nothing to rebuild
+			if p.prevRev != rev {
+				r.touch(ref, rev, p.sig) // same body rewritten: nothing to rebuild
 			}
 			continue
 		}
-		byKind[ref.Kind] = append(byKind[ref.Kind], st)
+		steps = append(steps, st)
 	}
 	// New entries are visible as pending while their kind waits its turn.
+	creates := make(map[registry.Kind]int, len(registry.Kinds))
+	for _, st := range steps {
+		if st.action == ActionCreate {
+			creates[st.ref.Kind]++
+		}
+	}
+	for k, n := range creates {
+		r.regs.Of(k).Reserve(n)
+	}
 	now := time.Now()
-	for _, steps := range byKind {
-		for _, st := range steps {
-			if st.action == ActionCreate {
-				r.regs.Of(st.ref.Kind).Put(registry.Entry{Key: st.ref.Key, Revision: st.rev,
-					State: registry.StatePending, Reason: "not tried yet", Since: now})
-				r.count(st.ref.Kind, "", registry.StatePending)
-			}
+	for _, st := range steps {
+		if st.action == ActionCreate {
+			r.regs.Of(st.ref.Kind).Put(registry.Entry{Key: st.ref.Key, Revision: st.rev,
+				State: registry.StatePending, Reason: "not tried yet", Since: now})
+			r.count(st.ref.Kind, "", registry.StatePending)
 		}
 	}
 	var changes []Change
+	if n := len(evictions) + len(steps); n > 0 {
+		changes = make([]Change, 0, n)
+	}
 	// Evict dependents before what they depend on.
-	sort.Slice(evictions, func(i, j int) bool { return kindOrder(evictions[i].Kind) > kindOrder(evictions[j].Kind) })
+	slices.SortStableFunc(evictions, func(a, b registry.Ref) int { return cmp.Compare(kindOrder(b.Kind), kindOrder(a.Kind)) })
 	for _, ref := range evictions {
 		changes = append(changes, r.evict(ctx, ref))
 	}
-	for _, k := range registry.Kinds {
-		steps := byKind[k]
-		sort.Slice(steps, func(i, j int) bool { return steps[i].ref.Key < steps[j].ref.Key })
-		changes = append(changes, r.applyKind(ctx, steps, rows)...)
+	for len(steps) > 0 { // one kind at a time
+		n := 1
+		for n < len(steps) && steps[n].ref.Kind == steps[0].ref.Kind {
+			n++
+		}
+		changes = append(changes, r.applyKind(ctx, steps[:n])...)
+		steps = steps[n:]
 	}
 	return changes
 }
@@ -135,6 +160,42 @@ func parallel(n int, fn func(i int)) {
 	wg.Wait()
 }
 
+// applyOrder orders refs kind by kind in dependency order, each by key.
+func applyOrder(a, b registry.Ref) int {
+	if a.Kind != b.Kind {
+		return cmp.Compare(kindOrder(a.Kind), kindOrder(b.Kind))
+	}
+	return strings.Compare(a.Key, b.Key)
+}
+
+// sortRefs sorts refs (each once) in apply order; a large slice in two
+// halves on two cores, then merged.
+func sortRefs(refs []registry.Ref) {
+	if len(refs) < 4096 || runtime.GOMAXPROCS(0) < 2 {
+		slices.SortFunc(refs, applyOrder)
+		return
+	}
+	a, b := refs[:len(refs)/2], refs[len(refs)/2:]
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		slices.SortFunc(a, applyOrder)
+	}()
+	slices.SortFunc(b, applyOrder)
+	wg.Wait()
+	merged := make([]registry.Ref, 0, len(refs))
+	for len(a) > 0 && len(b) > 0 {
+		if applyOrder(b[0], a[0]) < 0 {
+			merged, b = append(merged, b[0]), b[1:]
+		} else {
+			merged, a = append(merged, a[0]), a[1:]
+		}
+	}
+	merged = append(append(merged, a...), b...)
+	copy(refs, merged)
+}
+
 func kindOrder(k registry.Kind) int {
 	for i, kk := range registry.Kinds {
 		if kk == k {
@@ -145,27 +206,26 @@ func kindOrder(k registry.Kind) int {
 }
 
 // applyKind applies the steps of one kind with bounded concurrency.
-func (r *Reconciler) applyKind(ctx context.Context, steps []step, rows rowSet) []Change {
+func (r *Reconciler) applyKind(ctx context.Context, steps []step) []Change {
 	if len(steps) == 0 {
 		return nil
 	}
 	out := make([]outcome, len(steps))
-	sem := make(chan struct{}, r.opts.ApplyConcurrency)
-	var wg sync.WaitGroup
-	for i := range steps {
-		if steps[i].ref.Kind == registry.KindCredential {
+	if steps[0].ref.Kind == registry.KindCredential {
+		for i := range steps {
 			out[i] = r.materializeCredential(steps[i])
-			continue
 		}
-		sem <- struct{}{}
-		wg.Add(1)
-		go func(i int) {
-			defer wg.Done()
-			defer func() { <-sem }()
-			out[i] = r.materializeStep(ctx, steps[i], rows)
-		}(i)
+	} else {
+		r.guarded(ctx, len(steps), r.opts.ApplyConcurrency,
+			func(i int) (Materializer, Desired, bool) {
+				m, d, o, ok := r.prepareStep(ctx, steps[i])
+				if !ok {
+					out[i] = o
+				}
+				return m, d, ok
+			},
+			func(i int, inst registry.Instance, err error) { out[i] = materialized(inst, err) })
 	}
-	wg.Wait()
 	changes := make([]Change, 0, len(steps))
 	for i := range steps {
 		changes = append(changes, r.record(ctx, steps[i], out[i]))
@@ -173,27 +233,27 @@ func (r *Reconciler) applyKind(ctx context.Context, steps []step, rows rowSet) [
 	return changes
 }
 
-func (r *Reconciler) materializeStep(ctx context.Context, st step, rows rowSet) outcome {
+// prepareStep resolves a step: the call to make, or (ok false) its
+// outcome when there is none to make.
+func (r *Reconciler) prepareStep(ctx context.Context, st step) (Materializer, Desired, outcome, bool) {
 	d, hold := r.desired(st)
 	if hold != "" {
-		return outcome{state: registry.StateHeld, reason: hold, result: "held", dropInstance: true}
+		return nil, d, outcome{state: registry.StateHeld, reason: hold, result: "held", dropInstance: true}, false
 	}
 	m := r.opts.Materializers[st.ref.Kind]
-	if m == nil {
-		return outcome{state: registry.StateReady, inst: NopInstance{}, result: "ready"}
-	}
-	var (
-		inst registry.Instance
-		err  error
-	)
 	switch {
+	case m == nil:
+		return nil, d, outcome{state: registry.StateReady, inst: NopInstance{}, result: "ready"}, false
 	case ctx.Err() != nil: // stopping: start nothing new
-		err = Transient(nil, "not tried: the reconciler is stopping")
+		return nil, d, materialized(nil, Transient(nil, "not tried: the reconciler is stopping")), false
 	case r.abandoned.running(st.ref):
-		err = r.errAttemptRunning()
-	default:
-		inst, err = r.materialize(ctx, m, d)
+		return nil, d, materialized(nil, r.errAttemptRunning()), false
 	}
+	return m, d, outcome{}, true
+}
+
+// materialized is the outcome of a materialization that returned inst, err.
+func materialized(inst registry.Instance, err error) outcome {
 	if err == nil {
 		return outcome{state: registry.StateReady, inst: inst, result: "ready"}
 	}

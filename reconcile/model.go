@@ -4,8 +4,9 @@ import (
 	"crypto/sha256"
 	"encoding/binary"
 	"encoding/hex"
-	"hash"
 	"math"
+	"slices"
+	"sync"
 
 	"github.com/objectstack-fleet/reconciler/internal/hashspec"
 	"github.com/objectstack-fleet/reconciler/metadata"
@@ -21,11 +22,21 @@ type want struct {
 	kind registry.Kind
 	typ  string // engine: the metadata type referenced ("object", …)
 	name string // the name referenced; credentials: the credential key
+	s    string // symOf(kind, typ, name), built once
 }
 
-// sym is the symbol a want resolves through: every row answering to it is
-// a candidate.
-func (w want) sym() string { return string(w.kind) + "\x00" + w.typ + "\x00" + w.name }
+func newWant(kind registry.Kind, typ, name string) want {
+	return want{kind: kind, typ: typ, name: name, s: symOf(kind, typ, name)}
+}
+
+// symOf is the symbol of a reference: every row answering to it is a
+// candidate.
+func symOf(kind registry.Kind, typ, name string) string {
+	return string(kind) + "\x00" + typ + "\x00" + name
+}
+
+// sym is the symbol a want resolves through.
+func (w want) sym() string { return w.s }
 
 // node is the loop's compact record of one desired entry: enough to find
 // its row, resolve its references and find its dependents without keeping
@@ -58,11 +69,12 @@ type model struct {
 	code       []string // object names defined in code, besides sys_*
 }
 
-func newModel(codeObjects []string) *model {
+// newModel returns an empty model with room for about size nodes.
+func newModel(codeObjects []string, size int) *model {
 	m := &model{
-		nodes:      make(map[registry.Ref]*node),
-		byAddr:     make(map[snapshot.Address]registry.Ref),
-		bySym:      make(map[string][]registry.Ref),
+		nodes:      make(map[registry.Ref]*node, size),
+		byAddr:     make(map[snapshot.Address]registry.Ref, size),
+		bySym:      make(map[string][]registry.Ref, size),
 		dependents: make(map[string]map[registry.Ref]struct{}),
 		code:       codeObjects,
 	}
@@ -88,6 +100,74 @@ func (m *model) put(n *node) {
 		}
 		set[n.ref] = struct{}{}
 	}
+}
+
+// putAll fills an empty model with ns (nil: a row not desired), as put
+// would one by one where two rows claim one key: the newer revision wins,
+// the later row on a tie. The indexes are built concurrently.
+func (m *model) putAll(ns []*node) {
+	won := make([]*node, 0, len(ns))
+	var lost map[*node]bool // replaced by a later row
+	for _, n := range ns {
+		if n == nil {
+			continue
+		}
+		if old, ok := m.nodes[n.ref]; ok {
+			if old.rev > n.rev {
+				continue
+			}
+			if lost == nil {
+				lost = make(map[*node]bool)
+			}
+			lost[old] = true
+		}
+		m.nodes[n.ref] = n
+		won = append(won, n)
+	}
+	if lost != nil {
+		won = slices.DeleteFunc(won, func(n *node) bool { return lost[n] })
+	}
+	var wg sync.WaitGroup
+	wg.Add(2)
+	go func() {
+		defer wg.Done()
+		for _, n := range won {
+			m.byAddr[n.addr] = n.ref
+		}
+	}()
+	go func() {
+		defer wg.Done()
+		for _, n := range won {
+			m.bySym[n.sym] = append(m.bySym[n.sym], n.ref)
+		}
+	}()
+	// Referrers per symbol, counted first: each set is made at its size.
+	// The referrers of a symbol keep one copy of it.
+	type use struct {
+		sym string
+		n   int
+	}
+	uses := make(map[string]*use)
+	for _, n := range won {
+		for i, w := range n.wants {
+			u := uses[w.sym()]
+			if u == nil {
+				u = &use{sym: w.sym()}
+				uses[u.sym] = u
+			}
+			u.n++
+			n.wants[i].s = u.sym
+		}
+	}
+	for s, u := range uses {
+		m.dependents[s] = make(map[registry.Ref]struct{}, u.n)
+	}
+	for _, n := range won {
+		for _, w := range n.wants {
+			m.dependents[w.sym()][n.ref] = struct{}{}
+		}
+	}
+	wg.Wait()
 }
 
 func (m *model) remove(ref registry.Ref) {
@@ -219,9 +299,9 @@ func (w want) ref() metadata.Ref {
 // sys_connector_credential ref.
 func credentialWant(ref string) want {
 	if id, ok := metadata.SecretID(ref); ok {
-		return want{kind: registry.KindCredential, name: registry.SecretKey(id)}
+		return newWant(registry.KindCredential, "", registry.SecretKey(id))
 	}
-	return want{kind: registry.KindCredential, name: registry.CredentialKey(ref)}
+	return newWant(registry.KindCredential, "", registry.CredentialKey(ref))
 }
 
 // metadataNode returns the node of a sys_metadata row, or nil when the row
@@ -237,13 +317,13 @@ func metadataNode(row *snapshot.MetadataRow, lim metadata.Limits) *node {
 	switch row.Type {
 	case "connector":
 		n.ref = registry.Ref{Kind: registry.KindConnector, Key: registry.NamedKey(row.OrganizationID, row.Name, row.PackageID)}
-		n.sym = want{kind: registry.KindConnector, name: row.Name}.sym()
+		n.sym = symOf(registry.KindConnector, "", row.Name)
 	case "datasource":
 		n.ref = registry.Ref{Kind: registry.KindDatasource, Key: registry.NamedKey(row.OrganizationID, row.Name, row.PackageID)}
-		n.sym = want{kind: registry.KindDatasource, name: row.Name}.sym()
+		n.sym = symOf(registry.KindDatasource, "", row.Name)
 	default:
 		n.ref = registry.Ref{Kind: registry.KindEngine, Key: registry.EngineKey(row.OrganizationID, row.Type, row.Name, row.PackageID)}
-		n.sym = want{kind: registry.KindEngine, typ: row.Type, name: row.Name}.sym()
+		n.sym = symOf(registry.KindEngine, row.Type, row.Name)
 	}
 	it, err := metadata.Parse(row.Type, row.Name, row.Metadata, lim)
 	if err != nil {
@@ -260,11 +340,11 @@ func metadataNode(row *snapshot.MetadataRow, lim metadata.Limits) *node {
 		case metadata.RefCredential:
 			w = credentialWant(r.Name)
 		case metadata.RefConnector:
-			w = want{kind: registry.KindConnector, name: r.Name}
+			w = newWant(registry.KindConnector, "", r.Name)
 		case metadata.RefDatasource:
-			w = want{kind: registry.KindDatasource, name: r.Name}
+			w = newWant(registry.KindDatasource, "", r.Name)
 		default:
-			w = want{kind: registry.KindEngine, typ: string(r.Kind), name: r.Name}
+			w = newWant(registry.KindEngine, string(r.Kind), r.Name)
 		}
 		if w.sym() == n.sym {
 			continue // a self-reference is legal and resolves to itself
@@ -281,7 +361,7 @@ func credentialNode(row *snapshot.CredentialRow) *node {
 		ref:    registry.Ref{Kind: registry.KindCredential, Key: key},
 		addr:   snapshot.Address{Table: snapshot.TableCredential, Key: row.Ref},
 		rev:    row.Revision,
-		sym:    want{kind: registry.KindCredential, name: key}.sym(),
+		sym:    symOf(registry.KindCredential, "", key),
 		secret: row.Value,
 	}
 	if row.Cleared {
@@ -297,7 +377,7 @@ func secretNode(row *snapshot.SecretRow, open SecretOpener) *node {
 		ref:  registry.Ref{Kind: registry.KindCredential, Key: key},
 		addr: snapshot.Address{Table: snapshot.TableSecret, Key: row.ID},
 		rev:  row.Revision,
-		sym:  want{kind: registry.KindCredential, name: key}.sym(),
+		sym:  symOf(registry.KindCredential, "", key),
 	}
 	if open == nil {
 		n.hold = "secret " + row.ID + " cannot be decrypted: no secret key configured"
@@ -324,7 +404,9 @@ type SecretOpener interface {
 // still changes the signature. A row's own revision is not part of it: a
 // rewrite of the same body changes nothing.
 func signature(n *node, row rowOf, m *model) string {
-	h := sigHash{h: sha256.New()}
+	h := sigBufs.Get().(*sigHash)
+	defer sigBufs.Put(h)
+	h.b = h.b[:0]
 	h.str(string(n.ref.Kind))
 	h.str(n.ref.Key)
 	switch {
@@ -364,33 +446,40 @@ func signature(n *node, row rowOf, m *model) string {
 			}
 		}
 	}
-	sum := h.h.Sum(nil)
-	return hex.EncodeToString(sum[:16])
+	sum := sha256.Sum256(h.b)
+	var out [32]byte
+	hex.Encode(out[:], sum[:16])
+	return string(out[:])
 }
 
-// sigHash writes length-prefixed fields into a hash.
-type sigHash struct {
-	h   hash.Hash
-	buf [8]byte
-}
+// sigHash collects the length-prefixed fields of a signature (hashed in
+// one go: no allocation per field).
+type sigHash struct{ b []byte }
 
-func (s *sigHash) int(v int64) {
-	binary.BigEndian.PutUint64(s.buf[:], uint64(v))
-	s.h.Write(s.buf[:])
-}
+// sigBufs recycles the buffers of signature, called on every core.
+var sigBufs = sync.Pool{New: func() any { return new(sigHash) }}
+
+func (s *sigHash) int(v int64) { s.b = binary.BigEndian.AppendUint64(s.b, uint64(v)) }
 
 func (s *sigHash) bytes(b []byte) {
 	s.int(int64(len(b)))
-	s.h.Write(b)
+	s.b = append(s.b, b...)
 }
 
-func (s *sigHash) str(v string) { s.bytes([]byte(v)) }
+func (s *sigHash) str(v string) {
+	s.int(int64(len(v)))
+	s.b = append(s.b, v...)
+}
 
 func (s *sigHash) json(raw []byte) {
-	if c, err := hashspec.Canonical(raw); err == nil {
-		s.bytes(c)
+	at := len(s.b)
+	s.int(0) // the length, once known
+	if c, err := hashspec.AppendCanonical(s.b, raw); err == nil {
+		binary.BigEndian.PutUint64(c[at:], uint64(len(c)-at-8))
+		s.b = c
 		return
 	}
+	s.b = s.b[:at]
 	s.int(-1) // not JSON: distinct from any canonical form
 	s.bytes(raw)
 }

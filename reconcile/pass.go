@@ -52,29 +52,16 @@ func (r *Reconciler) nodeFor(row rowOf) *node {
 // buildModel builds the whole desired model from a relist, parsing bodies
 // and decrypting secrets on every core.
 func (r *Reconciler) buildModel(all snapshot.Rows) *model {
-	m := newModel(r.opts.CodeObjects)
-	put := func(n *node) {
-		if n == nil {
-			return
-		}
-		if old, ok := m.nodes[n.ref]; ok && old.rev > n.rev {
-			return // two rows claim one key: the newer wins
-		}
-		m.put(n)
-	}
+	ns := make([]*node, len(all.Credentials)+len(all.Secrets)+len(all.Metadata))
 	for i := range all.Credentials {
-		put(credentialNode(&all.Credentials[i]))
+		ns[i] = credentialNode(&all.Credentials[i])
 	}
-	secrets := make([]*node, len(all.Secrets))
+	secrets := ns[len(all.Credentials) : len(all.Credentials)+len(all.Secrets)]
 	parallel(len(secrets), func(i int) { secrets[i] = secretNode(&all.Secrets[i], r.opts.Secrets) })
-	for _, n := range secrets {
-		put(n)
-	}
-	metas := make([]*node, len(all.Metadata))
+	metas := ns[len(all.Credentials)+len(all.Secrets):]
 	parallel(len(metas), func(i int) { metas[i] = metadataNode(&all.Metadata[i], r.opts.Limits) })
-	for _, n := range metas {
-		put(n)
-	}
+	m := newModel(r.opts.CodeObjects, len(ns))
+	m.putAll(ns)
 	return m
 }
 
@@ -238,7 +225,11 @@ func (r *Reconciler) applyDelta(ctx context.Context, addrs []snapshot.Address, f
 		r.relistReason = TriggerRecovered
 		return nil, err
 	}
-	return r.apply(ctx, dirty, rows, forced), nil
+	refs := make([]registry.Ref, 0, len(dirty))
+	for ref := range dirty {
+		refs = append(refs, ref)
+	}
+	return r.apply(ctx, refs, rows, forced), nil
 }
 
 // readMissing reads the rows of dirty entries that are not in rows yet.
@@ -276,16 +267,19 @@ func (r *Reconciler) relistPass(ctx context.Context, trig Trigger) ([]Change, er
 	rows := make(rowSet, all.Len())
 	rows.add(all)
 	r.model = r.buildModel(all)
-	dirty := make(map[registry.Ref]bool, len(r.model.nodes))
+	// Every desired entry, and every entry of the registries besides.
+	refs := make([]registry.Ref, 0, len(r.model.nodes))
 	for ref := range r.model.nodes {
-		dirty[ref] = true
+		refs = append(refs, ref)
 	}
 	for _, k := range registry.Kinds {
 		for _, key := range r.regs.Of(k).Keys() {
-			dirty[registry.Ref{Kind: k, Key: key}] = true
+			if ref := (registry.Ref{Kind: k, Key: key}); r.model.nodes[ref] == nil {
+				refs = append(refs, ref)
+			}
 		}
 	}
-	changes := r.apply(ctx, dirty, rows, nil)
+	changes := r.apply(ctx, refs, rows, nil)
 	r.cursor = cur
 	r.relistReason = ""
 	r.markSynced()

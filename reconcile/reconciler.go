@@ -2,7 +2,6 @@ package reconcile
 
 import (
 	"context"
-	"io"
 	"log/slog"
 	"math/rand/v2"
 	"os"
@@ -95,7 +94,7 @@ func New(src Source, opts Options) *Reconciler {
 	}
 	log := opts.Logger
 	if log == nil {
-		log = slog.New(slog.NewTextHandler(io.Discard, nil))
+		log = slog.New(slog.DiscardHandler)
 	}
 	metrics := opts.Metrics
 	if metrics == nil {
@@ -109,7 +108,7 @@ func New(src Source, opts Options) *Reconciler {
 		regs:         registry.NewSet(),
 		wake:         make(chan struct{}, 1),
 		synced:       make(chan struct{}),
-		model:        newModel(opts.CodeObjects),
+		model:        newModel(opts.CodeObjects, 0),
 		retries:      make(map[registry.Ref]time.Time),
 		relistReason: TriggerStart,
 		abandoned:    newAbandoned(metrics.Abandoned),

@@ -29,15 +29,33 @@ func (r *Registry) Get(key string) (Entry, bool) {
 	return *e, true
 }
 
-// Put stores a copy of e under e.Key.
+// Put stores a copy of e under e.Key. The key's parts are filled in from
+// the key (an entry already stored under it has them).
 func (r *Registry) Put(e Entry) {
 	e.Kind = r.kind
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if cur, ok := r.entries[e.Key]; ok {
+		e.KeyParts = cur.KeyParts
+		*cur = e
+		return
+	}
 	if p, err := ParseKey(r.kind, e.Key); err == nil {
 		e.KeyParts = p
 	}
+	stored := new(Entry) // e itself stays on the stack
+	*stored = e
+	r.entries[e.Key] = stored
+}
+
+// Reserve makes room for n entries in a registry that is empty (as at a
+// first full sync), so that filling it does not grow its map step by step.
+func (r *Registry) Reserve(n int) {
 	r.mu.Lock()
-	r.entries[e.Key] = &e
-	r.mu.Unlock()
+	defer r.mu.Unlock()
+	if len(r.entries) == 0 && n > 0 {
+		r.entries = make(map[string]*Entry, n)
+	}
 }
 
 // Update applies fn to the entry for key under the lock (fn must not block)

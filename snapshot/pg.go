@@ -459,7 +459,7 @@ func real4(p *float32) float64 {
 func queueMetadata(b *pgx.Batch, rows *Rows, query string, args ...any) {
 	b.Queue(query, args...).Query(func(r pgx.Rows) error {
 		var err error
-		rows.Metadata, err = pgx.CollectRows(r, func(r pgx.CollectableRow) (MetadataRow, error) {
+		rows.Metadata, err = collectRows(r, func(r pgx.CollectableRow) (MetadataRow, error) {
 			var (
 				m                                      MetadataRow
 				typ, name, org, pkg, state, body, csum *string
