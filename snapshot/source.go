@@ -205,11 +205,13 @@ type Source interface {
 	Prune(ctx context.Context, retention time.Duration) (int64, error)
 	// Stall reports what cur cannot see yet, naming open writing
 	// transactions older than minAge. On PostgreSQL a transaction is named
-	// once an earlier call, at least minAge before, saw its xid below the
-	// snapshot's xmax (a later transaction had completed: the replicas'
-	// heartbeats do every few polls); with minAge 0, at once. So a fleet's
-	// checks read the server's activity list only while some write has
-	// been open that long.
+	// once an earlier poll or call, at least minAge before, saw its xid
+	// below the snapshot's xmax (a later transaction had completed: any
+	// write, the replicas' heartbeats at least every 30s); with minAge 0,
+	// at once. So a fleet's checks read the server's activity list only
+	// while some write has been open that long, and a check with the
+	// cursor of the store's latest poll sends no statement when that poll's
+	// snapshot lists no such xid (with a standby: see PG.Stall).
 	Stall(ctx context.Context, cur Cursor, minAge time.Duration) (Stall, error)
 	// Head returns the store's current watermark.
 	Head(ctx context.Context) (Watermark, error)
