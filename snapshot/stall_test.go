@@ -4,6 +4,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/objectstack-fleet/reconciler/snapshot"
 	"github.com/objectstack-fleet/reconciler/snapshot/snapshottest"
 )
 
@@ -13,41 +14,45 @@ import (
 // and by a later one.
 func TestStallNamesWriterAfterMinAge(t *testing.T) {
 	t.Parallel()
-	s, url := snapshottest.NewPostgres(t)
-	ctx := ctxT(t)
-	_, c := relist(t, s)
-	tx := snapshottest.Connect(t, url)
-	if err := tx.Begin(ctx); err != nil {
-		t.Fatal(err)
-	}
-	tx.Exec(t, insMeta, "held")
-	snapshottest.Exec(t, url, insMeta, "after") // a later transaction completes (a heartbeat)
-	const minAge = 100 * time.Millisecond
-	st, err := s.Stall(ctx, c, minAge)
+	s, c, rollback := openWriter(t)
+	defer rollback()
+	st, err := s.Stall(ctxT(t), c, stallMinAge)
 	if err != nil || len(st.Blockers) != 0 {
 		t.Fatalf("first check = %+v, %v; want no blocker named yet", st, err)
 	}
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		st, err = s.Stall(ctx, c, minAge)
+	waitNamed(t, func() snapshot.Stall {
+		st, err := s.Stall(ctxT(t), c, stallMinAge)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if len(st.Blockers) > 0 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("an open writer was never named")
-		}
-		time.Sleep(20 * time.Millisecond) // check cadence
-	}
-	_ = tx.Rollback(ctx)
+		return st
+	})
 }
 
 // As the loop runs it (a poll, then a stall check with that poll's
 // cursor), a writer open for minAge is named.
 func TestStallAfterPollNamesWriter(t *testing.T) {
 	t.Parallel()
+	s, c, rollback := openWriter(t)
+	defer rollback()
+	waitNamed(t, func() snapshot.Stall {
+		_, c = poll(t, s, c)
+		st, err := s.Stall(ctxT(t), c, stallMinAge)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return st
+	})
+}
+
+const stallMinAge = 100 * time.Millisecond
+
+// openWriter relists a fresh PostgreSQL store, then leaves a transaction
+// open that wrote a row, and commits a later one (as the replica's own
+// heartbeats do every few polls). It returns the store, the relist's
+// cursor and the open transaction's rollback.
+func openWriter(t *testing.T) (snapshot.Store, snapshot.Cursor, func()) {
+	t.Helper()
 	s, url := snapshottest.NewPostgres(t)
 	ctx := ctxT(t)
 	_, c := relist(t, s)
@@ -57,21 +62,18 @@ func TestStallAfterPollNamesWriter(t *testing.T) {
 	}
 	tx.Exec(t, insMeta, "held")
 	snapshottest.Exec(t, url, insMeta, "after")
-	const minAge = 100 * time.Millisecond
+	return s, c, func() { _ = tx.Rollback(ctx) }
+}
+
+// waitNamed runs check at a check cadence until it names a blocker, or
+// fails after 30 s.
+func waitNamed(t *testing.T, check func() snapshot.Stall) {
+	t.Helper()
 	deadline := time.Now().Add(30 * time.Second)
-	for {
-		_, c = poll(t, s, c)
-		st, err := s.Stall(ctx, c, minAge)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if len(st.Blockers) > 0 {
-			break
-		}
+	for len(check().Blockers) == 0 {
 		if time.Now().After(deadline) {
 			t.Fatal("an open writer was never named")
 		}
-		time.Sleep(20 * time.Millisecond)
+		time.Sleep(20 * time.Millisecond) // check cadence
 	}
-	_ = tx.Rollback(ctx)
 }
