@@ -182,7 +182,10 @@ func (g *stallGate) polled(at time.Time, c Cursor, onPrimary bool) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	g.poll.snapshot, g.poll.at = c.Snapshot, at
-	if snap, err := parseSnapshot(c.Snapshot); err == nil && onPrimary {
+	if !onPrimary {
+		return // a standby's xmax says nothing about the primary's xids
+	}
+	if snap, err := parseSnapshot(c.Snapshot); err == nil {
 		g.addLocked(at, snap.xmax)
 	}
 }
