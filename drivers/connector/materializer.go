@@ -23,10 +23,16 @@ const (
 	DefaultMaxSpecBytes = 8 << 20
 )
 
+// MaxSpecBytesKey is the configuration key of Options.MaxSpecBytes;
+// reasons name it.
+const MaxSpecBytesKey = "connector.max_spec_bytes"
+
 // Sentinel causes of invalid connectors (errors.Is).
 var (
 	ErrDisabled     = errors.New("connector disabled")
 	ErrNoCredential = errors.New("credential has no usable value")
+	// ErrAnswerTooLarge: upstream answered with more than MaxSpecBytes.
+	ErrAnswerTooLarge = errors.New("upstream answer above the " + MaxSpecBytesKey + " cap")
 )
 
 // Options configure a Materializer. Zero values take the defaults.
@@ -39,7 +45,10 @@ type Options struct {
 	// body sets no providerConfig.timeout (default 10s). The loop's
 	// apply.timeout (the ctx) bounds the whole materialization.
 	Timeout time.Duration
-	// MaxSpecBytes caps the OpenAPI document's size (default 8 MiB).
+	// MaxSpecBytes (connector.max_spec_bytes) caps what is read of an
+	// upstream answer, the OpenAPI document or a probe's (default 8 MiB);
+	// a larger answer holds the connector naming the cap, and the rest is
+	// never read.
 	MaxSpecBytes int64
 }
 
@@ -195,9 +204,20 @@ func (m *Materializer) fetch(ctx context.Context, c *Client, timeout time.Durati
 		return nil, reconcile.Transient(err, "%s: read answer: %v", what, err)
 	}
 	if int64(len(b)) > m.maxSpec {
-		return nil, reconcile.Invalid(nil, "%s: answer exceeds %d bytes", what, m.maxSpec)
+		return nil, reconcile.Invalid(ErrAnswerTooLarge, "%s: answer is above the %s cap (%s)", what, byteSize(m.maxSpec), MaxSpecBytesKey)
 	}
 	return b, nil
+}
+
+// byteSize prints a cap for people: "8 MiB", "64 KiB", "1000 bytes".
+func byteSize(n int64) string {
+	switch {
+	case n >= 1<<20 && n%(1<<20) == 0:
+		return fmt.Sprintf("%d MiB", n>>20)
+	case n >= 1<<10 && n%(1<<10) == 0:
+		return fmt.Sprintf("%d KiB", n>>10)
+	}
+	return fmt.Sprintf("%d bytes", n)
 }
 
 // classifyStatus maps an upstream status to a failure (nil for 2xx).
