@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/objectstack-fleet/reconciler/internal/redact"
+	"github.com/objectstack-fleet/reconciler/metadata"
 	"github.com/objectstack-fleet/reconciler/reconcile"
 	"github.com/objectstack-fleet/reconciler/registry"
 	"github.com/objectstack-fleet/reconciler/snapshot"
@@ -50,6 +51,9 @@ type Options struct {
 	// a larger answer holds the connector naming the cap, and the rest is
 	// never read.
 	MaxSpecBytes int64
+	// Limits are the caps of a body (engine.max_body_bytes,
+	// engine.max_refs), the loop's: zero fields mean their defaults.
+	Limits metadata.Limits
 }
 
 // Materializer materializes connector entries into *Client instances. It
@@ -59,13 +63,14 @@ type Materializer struct {
 	transport *http.Transport
 	timeout   time.Duration
 	maxSpec   int64
+	lim       metadata.Limits
 }
 
 var _ reconcile.Materializer = (*Materializer)(nil)
 
 // New returns a Materializer. It does no I/O.
 func New(opts Options) *Materializer {
-	m := &Materializer{log: opts.Logger, transport: opts.Transport, timeout: opts.Timeout, maxSpec: opts.MaxSpecBytes}
+	m := &Materializer{log: opts.Logger, transport: opts.Transport, timeout: opts.Timeout, maxSpec: opts.MaxSpecBytes, lim: opts.Limits}
 	if m.log == nil {
 		m.log = slog.New(slog.DiscardHandler)
 	}
@@ -92,7 +97,7 @@ func (m *Materializer) Materialize(ctx context.Context, d reconcile.Desired) (re
 			body = md.Metadata
 		}
 	}
-	spec, err := ParseSpec(body)
+	spec, err := parseSpec(body, m.lim)
 	if err != nil {
 		return nil, reconcile.Invalid(err, "%s", err.Error())
 	}

@@ -19,6 +19,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/objectstack-fleet/reconciler/drivers/connector"
+	"github.com/objectstack-fleet/reconciler/metadata"
 	"github.com/objectstack-fleet/reconciler/reconcile"
 	"github.com/objectstack-fleet/reconciler/registry"
 	"github.com/objectstack-fleet/reconciler/snapshot"
@@ -462,5 +463,22 @@ func TestAnswerCapNamed(t *testing.T) {
 	}
 	if n := sent.Load(); n >= 64<<20 {
 		t.Fatalf("the whole %d-byte answer was read", n)
+	}
+}
+
+// The body caps are the configured ones (engine.max_body_bytes), not the
+// defaults: a connector body above 1 MiB materializes under a 4 MiB cap,
+// and is held naming the key under a smaller one.
+func TestBodyCapsConfigured(t *testing.T) {
+	up := newUpstream(t)
+	b := body("rest", up.URL, "/status/200", `"notes":"`+strings.Repeat("x", 2<<20)+`"`, `{"type":"none"}`)
+	inst, err := connector.New(connector.Options{Limits: metadata.Limits{MaxBodyBytes: 4 << 20}}).Materialize(context.Background(), desired(b, ""))
+	if err != nil {
+		t.Fatalf("a 2 MiB body under a 4 MiB cap: %v", err)
+	}
+	inst.Close()
+	_, err = connector.New(connector.Options{Limits: metadata.Limits{MaxBodyBytes: 1 << 20}}).Materialize(context.Background(), desired(b, ""))
+	if class, reason := reconcile.Classify(err); class != reconcile.ClassInvalid || !strings.Contains(reason, "above the 1 MiB cap (engine.max_body_bytes)") {
+		t.Fatalf("got %v %q", class, reason)
 	}
 }
