@@ -32,6 +32,17 @@ func (l Limits) withDefaults() Limits {
 	return l
 }
 
+// CheckBody returns the fault of a body of n bytes above the cap (a *Fault,
+// errors.Is ErrLimit, naming engine.max_body_bytes), nil within it. A
+// store that withheld a body too long to read reports its length here.
+func (l Limits) CheckBody(n int64) error {
+	l = l.withDefaults()
+	if n > l.MaxBodyBytes {
+		return bodyTooLarge(n, l.MaxBodyBytes)
+	}
+	return nil
+}
+
 func bodyTooLarge(n, limit int64) *Fault {
 	got, cap := size(n), size(limit)
 	if got == cap { // rounding hid the difference: say it in bytes

@@ -12,8 +12,8 @@ package metadata
 // references.
 func Parse(typ, name string, body []byte, lim Limits) (*Item, error) {
 	lim = lim.withDefaults()
-	if n := int64(len(body)); n > lim.MaxBodyBytes {
-		return nil, bodyTooLarge(n, lim.MaxBodyBytes)
+	if err := lim.CheckBody(int64(len(body))); err != nil {
+		return nil, err
 	}
 	a := getArena()
 	defer putArena(a)

@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/objectstack-fleet/reconciler/internal/proctest"
+	"github.com/objectstack-fleet/reconciler/metadata"
 	"github.com/objectstack-fleet/reconciler/registry"
 	"github.com/objectstack-fleet/reconciler/snapshot"
 	"github.com/objectstack-fleet/reconciler/snapshot/snapshottest"
@@ -131,4 +132,20 @@ func TestMimickedKeysNeverCollide(t *testing.T) {
 			t.Errorf("%d entries left after deleting 4 of 8 rows", n)
 		}
 	})
+}
+
+// TestWithheldBodyHeldNamingTheCap: a body the store did not read (above
+// its cap) holds the entry naming engine.max_body_bytes and its size, and
+// nothing is parsed.
+func TestWithheldBodyHeldNamingTheCap(t *testing.T) {
+	row := &snapshot.MetadataRow{ID: "o", Type: "object", Name: "huge", State: "active", Revision: 3, Withheld: 64 << 20}
+	n := metadataNode(row, metadata.Limits{})
+	if n == nil || !strings.Contains(n.fault, "engine.max_body_bytes") || !strings.Contains(n.fault, "64 MiB") {
+		t.Fatalf("withheld body: node %+v", n)
+	}
+	// A store cap below the loop's: still held, saying it was not read.
+	n = metadataNode(&snapshot.MetadataRow{ID: "o", Type: "object", Name: "x", State: "active", Withheld: 2048}, metadata.Limits{})
+	if n == nil || !strings.Contains(n.fault, "read cap") {
+		t.Fatalf("withheld below the loop's cap: node %+v", n)
+	}
 }

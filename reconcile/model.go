@@ -4,6 +4,7 @@ import (
 	"crypto/sha256"
 	"encoding/binary"
 	"encoding/hex"
+	"fmt"
 	"math"
 	"slices"
 	"sync"
@@ -324,6 +325,13 @@ func metadataNode(row *snapshot.MetadataRow, lim metadata.Limits) *node {
 	default:
 		n.ref = registry.Ref{Kind: registry.KindEngine, Key: registry.EngineKey(row.OrganizationID, row.Type, row.Name, row.PackageID)}
 		n.sym = symOf(registry.KindEngine, row.Type, row.Name)
+	}
+	if row.Withheld > 0 { // above the store's cap: not even read
+		n.fault = fmt.Sprintf("body is %d bytes, above the store's read cap (snapshot.OpenOptions.MaxBodyBytes)", row.Withheld)
+		if err := lim.CheckBody(row.Withheld); err != nil {
+			n.fault = err.Error()
+		}
+		return n
 	}
 	it, err := metadata.Parse(row.Type, row.Name, row.Metadata, lim)
 	if err != nil {

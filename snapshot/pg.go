@@ -34,6 +34,8 @@ type PG struct {
 	standby *standby
 	// stallGate remembers what past polls and stall checks saw.
 	stallGate stallGate
+	// selMetadata selects metadata rows, bodies above the cap withheld.
+	selMetadata string
 }
 
 var (
@@ -57,7 +59,8 @@ func newPG(rawURL string, opts OpenOptions, tweak func(*pgxpool.Config)) (*PG, e
 	if err != nil {
 		return nil, err
 	}
-	p := &PG{pool: pool, url: RedactURL(rawURL), pw: urlPassword(rawURL), log: logger(opts)}
+	p := &PG{pool: pool, url: RedactURL(rawURL), pw: urlPassword(rawURL), log: logger(opts),
+		selMetadata: selectBody(pgSelectMetadata, "octet_length(m.metadata)", opts.MaxBodyBytes)}
 	if opts.ReadURL != "" {
 		read, err := newPool(opts.ReadURL, opts, tweak)
 		if err != nil {
@@ -389,8 +392,10 @@ func (p *PG) Poll(ctx context.Context, cur Cursor) ([]Address, Cursor, error) {
 // time from sys_reconciler_revision (a row without one reads revision 0;
 // Migrate backfills them).
 const (
-	pgSelectMetadata = `SELECT m.id, m.type, m.name, m.organization_id, m.package_id, m.state, m.metadata, m.version,
-  m.checksum, coalesce(r.revision, 0), coalesce(r.updated_at, m.updated_at)
+	// pgSelectMetadata's %[1]s is the body column and %[2]s its withheld
+	// length (selectBody).
+	pgSelectMetadata = `SELECT m.id, m.type, m.name, m.organization_id, m.package_id, m.state, %[1]s, m.version,
+  m.checksum, coalesce(r.revision, 0), coalesce(r.updated_at, m.updated_at), %[2]s
 FROM sys_metadata m LEFT JOIN sys_reconciler_revision r ON r.source = 'sys_metadata' AND r.key = m.id`
 	pgSelectSecret = `SELECT s.id, s.namespace, s.key, s.kms_key_id, s.alg, s.ciphertext, s.organization_id, s.version,
   coalesce(r.revision, 0), coalesce(r.updated_at, s.updated_at)
@@ -418,7 +423,7 @@ FROM sys_reconciler_state WHERE id = 1`).Scan(&c.Snapshot, &c.StoreID, &c.Seq, &
 			return err
 		}
 		b := &pgx.Batch{}
-		queueMetadata(b, &rows, pgSelectMetadata+" WHERE m.state = 'active' ORDER BY m.id")
+		queueMetadata(b, &rows, p.selMetadata+" WHERE m.state = 'active' ORDER BY m.id")
 		queueSecrets(b, &rows, pgSelectSecret+" ORDER BY s.id")
 		queueCredentials(b, &rows, pgSelectCredential+" ORDER BY c.ref")
 		return tx.SendBatch(ctx, b).Close()
@@ -466,7 +471,7 @@ func queueMetadata(b *pgx.Batch, rows *Rows, query string, args ...any) {
 				version                                *float32
 				at                                     *time.Time
 			)
-			err := r.Scan(&m.ID, &typ, &name, &org, &pkg, &state, &body, &version, &csum, &m.Revision, &at)
+			err := r.Scan(&m.ID, &typ, &name, &org, &pkg, &state, &body, &version, &csum, &m.Revision, &at, &m.Withheld)
 			m.Type, m.Name, m.OrganizationID, m.PackageID, m.State = str(typ), str(name), str(org), str(pkg), str(state)
 			if body != nil {
 				m.Metadata = json.RawMessage(*body)
@@ -542,7 +547,7 @@ func (p *PG) Read(ctx context.Context, addrs []Address) (Rows, error) {
 	var rows Rows
 	b := &pgx.Batch{}
 	if len(meta) > 0 {
-		queueMetadata(b, &rows, pgSelectMetadata+" WHERE m.id = ANY($1) ORDER BY m.id", meta)
+		queueMetadata(b, &rows, p.selMetadata+" WHERE m.id = ANY($1) ORDER BY m.id", meta)
 	}
 	if len(secret) > 0 {
 		queueSecrets(b, &rows, pgSelectSecret+" WHERE s.id = ANY($1) ORDER BY s.id", secret)

@@ -83,6 +83,10 @@ type MetadataRow struct {
 	// Revision is the row's watermark from sys_reconciler_revision.
 	Revision  int64     `json:"revision"`
 	UpdatedAt time.Time `json:"updated_at"`
+	// Withheld is the length in bytes of a body above the store's
+	// OpenOptions.MaxBodyBytes, which was not read (Metadata is nil); 0
+	// when the body was read.
+	Withheld int64 `json:"withheld,omitempty"`
 }
 
 // SecretRow is one sys_secret row: an encrypted platform secret.

@@ -24,6 +24,8 @@ type SQLite struct {
 	path string
 	url  string
 	log  *slog.Logger
+	// selMetadata selects metadata rows, bodies above the cap withheld.
+	selMetadata string
 }
 
 var _ Store = (*SQLite)(nil)
@@ -66,7 +68,8 @@ func newSQLite(rawURL string, opts OpenOptions) (*SQLite, error) {
 	}
 	db.SetMaxOpenConns(8)
 	db.SetMaxIdleConns(4)
-	return &SQLite{db: db, path: p, url: rawURL, log: logger(opts)}, nil
+	return &SQLite{db: db, path: p, url: rawURL, log: logger(opts),
+		selMetadata: selectBody(sqSelectMetadata, "length(CAST(m.metadata AS BLOB))", opts.MaxBodyBytes)}, nil
 }
 
 // Kind implements Store.
@@ -307,8 +310,8 @@ func parseSQLiteTime(s string) time.Time {
 
 // The source selects, as on PostgreSQL.
 const (
-	sqSelectMetadata = `SELECT m.id, m.type, m.name, m.organization_id, m.package_id, m.state, m.metadata, m.version,
-  m.checksum, coalesce(r.revision, 0), coalesce(r.updated_at, m.updated_at)
+	sqSelectMetadata = `SELECT m.id, m.type, m.name, m.organization_id, m.package_id, m.state, %[1]s, m.version,
+  m.checksum, coalesce(r.revision, 0), coalesce(r.updated_at, m.updated_at), %[2]s
 FROM sys_metadata m LEFT JOIN sys_reconciler_revision r ON r.source = 'sys_metadata' AND r.key = m.id`
 	sqSelectSecret = `SELECT s.id, s.namespace, s.key, s.kms_key_id, s.alg, s.ciphertext, s.organization_id, s.version,
   coalesce(r.revision, 0), coalesce(r.updated_at, s.updated_at)
@@ -366,7 +369,7 @@ func scanSQLiteMetadata(r *sql.Rows) (MetadataRow, error) {
 		id, typ, name, org, pkg, state, body, csum, at sql.NullString
 		version                                        any
 	)
-	err := r.Scan(&id, &typ, &name, &org, &pkg, &state, &body, &version, &csum, &m.Revision, &at)
+	err := r.Scan(&id, &typ, &name, &org, &pkg, &state, &body, &version, &csum, &m.Revision, &at, &m.Withheld)
 	m.ID, m.Type, m.Name, m.OrganizationID, m.PackageID = id.String, typ.String, name.String, org.String, pkg.String
 	m.State, m.Version, m.Checksum, m.UpdatedAt = state.String, sqliteFloat(version), csum.String, parseSQLiteTime(at.String)
 	if body.Valid {
@@ -416,7 +419,7 @@ FROM sys_reconciler_state st WHERE id = 1`).Scan(&c.StoreID, &c.Seq, &at)
 	}
 	if err == nil {
 		c.At = parseSQLiteTime(at)
-		rows.Metadata, err = sqliteSelect(ctx, tx, sqSelectMetadata+" WHERE m.state = 'active' ORDER BY m.id", nil, scanSQLiteMetadata)
+		rows.Metadata, err = sqliteSelect(ctx, tx, s.selMetadata+" WHERE m.state = 'active' ORDER BY m.id", nil, scanSQLiteMetadata)
 	}
 	if err == nil {
 		rows.Secrets, err = sqliteSelect(ctx, tx, sqSelectSecret+" ORDER BY s.id", nil, scanSQLiteSecret)
@@ -454,7 +457,7 @@ func (s *SQLite) Read(ctx context.Context, addrs []Address) (Rows, error) {
 	defer func() { _ = tx.Rollback() }()
 	const in = " IN (SELECT value FROM json_each(?))"
 	if len(meta) > 0 {
-		rows.Metadata, err = sqliteSelect(ctx, tx, sqSelectMetadata+" WHERE m.id"+in+" ORDER BY m.id", []any{jsonKeys(meta)}, scanSQLiteMetadata)
+		rows.Metadata, err = sqliteSelect(ctx, tx, s.selMetadata+" WHERE m.id"+in+" ORDER BY m.id", []any{jsonKeys(meta)}, scanSQLiteMetadata)
 	}
 	if err == nil && len(secret) > 0 {
 		rows.Secrets, err = sqliteSelect(ctx, tx, sqSelectSecret+" WHERE s.id"+in+" ORDER BY s.id", []any{jsonKeys(secret)}, scanSQLiteSecret)

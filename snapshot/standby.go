@@ -158,7 +158,7 @@ FROM sys_reconciler_state WHERE id = 1`).Scan(&c.Snapshot, &c.StoreID, &c.Seq, &
 			return err
 		}
 		b := &pgx.Batch{}
-		queueMetadata(b, &rows, pgSelectMetadata+" WHERE m.state = 'active' ORDER BY m.id")
+		queueMetadata(b, &rows, p.selMetadata+" WHERE m.state = 'active' ORDER BY m.id")
 		queueSecrets(b, &rows, pgSelectSecret+" ORDER BY s.id")
 		queueCredentials(b, &rows, pgSelectCredential+" ORDER BY c.ref")
 		return tx.SendBatch(ctx, b).Close()

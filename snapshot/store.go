@@ -2,6 +2,7 @@ package snapshot
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 )
 
@@ -27,4 +28,22 @@ type OpenOptions struct {
 	// ReadURL is a hot standby of the PostgreSQL store: polls, relists and
 	// reads go there, everything else to the store's URL. Empty: none.
 	ReadURL string
+	// MaxBodyBytes caps the metadata bodies a read returns: a longer body
+	// is not read at all (nor sent by the server), only its length
+	// (MetadataRow.Withheld), so one oversized row costs no memory. 0: no
+	// cap.
+	MaxBodyBytes int64
+}
+
+// selectBody fills a metadata select's body column (%[1]s) and withheld
+// length (%[2]s): with a cap, a body longer than it is neither read nor
+// sent, only its length in bytes (length is the store's expression for
+// it).
+func selectBody(query, length string, limit int64) string {
+	if limit <= 0 {
+		return fmt.Sprintf(query, "m.metadata", "0")
+	}
+	return fmt.Sprintf(query,
+		fmt.Sprintf("CASE WHEN %s > %d THEN NULL ELSE m.metadata END", length, limit),
+		fmt.Sprintf("CASE WHEN %s > %d THEN %s ELSE 0 END", length, limit, length))
 }
