@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
+	"maps"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -25,7 +26,7 @@ import (
 // ScaleConfig tunes RunScale.
 type ScaleConfig struct {
 	Sizes    []int         // reconcilers polling at once
-	Modes    []string      // "direct", "pgbouncer", "standby"
+	Modes    []string      // "direct", "pgbouncer", "standby", "standby-pgbouncer"
 	Interval time.Duration // their poll.interval
 	Window   time.Duration // one measuring window
 	Rows     int           // rows of the store
@@ -40,7 +41,7 @@ type scaleRow struct {
 	N           int
 	PrimaryCPU  float64 // % of one core, every process of the primary, idle baseline included
 	StandbyCPU  float64 // % of one core of the standby (mode standby)
-	BouncerCPU  float64 // % of one core of PgBouncer (mode pgbouncer)
+	BouncerCPU  float64 // % of one core of PgBouncer (modes pgbouncer, standby-pgbouncer: both)
 	Backends    int     // client backends on the primary
 	PollsPerSec float64
 	StmtPerSec  float64 // pg_stat_statements calls/s on the primary
@@ -98,14 +99,14 @@ func RunScale(ctx context.Context, cfg ScaleConfig, log *slog.Logger) (*ScaleRes
 // scaleEnv is one mode's servers and the URLs its clients use.
 type scaleEnv struct {
 	primary, standby *pgCluster
-	bouncer          *pgBouncer
-	url, readURL     string // the reconcilers' store.url and store.read_url
-	pingURL          string // where SELECT 1 goes: where polls go
+	bouncers         []*pgBouncer // in front of the primary, then of the standby
+	url, readURL     string       // the reconcilers' store.url and store.read_url
+	pingURL          string       // where SELECT 1 goes: where polls go
 }
 
 func (e *scaleEnv) close() {
-	if e.bouncer != nil {
-		e.bouncer.stop()
+	for _, b := range e.bouncers {
+		b.stop()
 	}
 	if e.standby != nil {
 		e.standby.remove()
@@ -150,21 +151,36 @@ func scaleMode(ctx context.Context, cfg ScaleConfig, mode string, maxN int, res 
 	switch mode {
 	case "direct":
 	case "pgbouncer":
-		env.bouncer, err = startPgBouncer(ctx, primary, 20)
+		b, err := startPgBouncer(ctx, primary, 20)
 		if err != nil {
 			return err
 		}
-		env.url = env.bouncer.url(primary.user, "store", "exec")
+		env.bouncers = append(env.bouncers, b)
+		env.url = b.url(primary.user, "store", "exec")
 		env.pingURL = env.url
-	case "standby":
+	case "standby", "standby-pgbouncer":
 		env.standby, err = primary.standby()
 		if err != nil {
 			return err
 		}
 		env.readURL = env.standby.url("store")
+		if mode == "standby-pgbouncer" {
+			// A large fleet's deployment: both servers behind PgBouncer in
+			// transaction mode (a backend per pooled server connection,
+			// not per replica).
+			for _, c := range []*pgCluster{primary, env.standby} {
+				b, err := startPgBouncer(ctx, c, 20)
+				if err != nil {
+					return err
+				}
+				env.bouncers = append(env.bouncers, b)
+			}
+			env.url = env.bouncers[0].url(primary.user, "store", "exec")
+			env.readURL = env.bouncers[1].url(primary.user, "store", "exec")
+		}
 		env.pingURL = env.readURL
 	default:
-		return fmt.Errorf("unknown mode %q (want direct, pgbouncer or standby)", mode)
+		return fmt.Errorf("unknown mode %q (want direct, pgbouncer, standby or standby-pgbouncer)", mode)
 	}
 	pm, err := primary.postmaster()
 	if err != nil {
@@ -182,15 +198,27 @@ func scaleMode(ctx context.Context, cfg ScaleConfig, mode string, maxN int, res 
 	}
 	defer ss.close()
 
-	measure := func(count func() int64) (p, s, b float64, perSec float64, stmts statsDelta, lines []stmtLine, err error) {
-		c0, s0, b0 := cpuNS(pm), cpuNS(sm), map[int]int64{}
-		if env.bouncer != nil {
-			b0 = cpuNS(env.bouncer.pid())
+	bouncerCPU := func() map[int]int64 {
+		out := map[int]int64{}
+		for _, b := range env.bouncers {
+			maps.Copy(out, cpuNS(b.pid()))
 		}
-		q0, err := ss.snap(ctx)
+		return out
+	}
+	// measure takes the servers' CPU over one window, and the primary's
+	// statements over the same window: each pg_stat_statements snapshot is
+	// dated at the middle of its read (under overload a read takes long).
+	measure := func(count func() int64) (p, s, b float64, perSec float64, stmts statsDelta, stmtSecs float64, lines []stmtLine, err error) {
+		snapAt := func() (stmtStats, time.Time, error) {
+			t := time.Now()
+			q, err := ss.snap(ctx)
+			return q, t.Add(time.Since(t) / 2), err
+		}
+		q0, tq0, err := snapAt()
 		if err != nil {
 			return
 		}
+		c0, s0, b0 := cpuNS(pm), cpuNS(sm), bouncerCPU()
 		n0, t0 := count(), time.Now()
 		select {
 		case <-time.After(cfg.Window):
@@ -200,8 +228,8 @@ func scaleMode(ctx context.Context, cfg ScaleConfig, mode string, maxN int, res 
 		}
 		el := time.Since(t0).Seconds()
 		n1 := count()
-		c1, s1 := cpuNS(pm), cpuNS(sm)
-		q1, err := ss.snap(ctx)
+		c1, s1, b1 := cpuNS(pm), cpuNS(sm), bouncerCPU()
+		q1, tq1, err := snapAt()
 		if err != nil {
 			return
 		}
@@ -209,17 +237,16 @@ func scaleMode(ctx context.Context, cfg ScaleConfig, mode string, maxN int, res 
 		if sm != 0 {
 			s = 100 * nsDelta(s0, s1).Seconds() / el
 		}
-		if env.bouncer != nil {
-			b = 100 * nsDelta(b0, cpuNS(env.bouncer.pid())).Seconds() / el
-		}
+		b = 100 * nsDelta(b0, b1).Seconds() / el
 		perSec = float64(n1-n0) / el
+		stmtSecs = tq1.Sub(tq0).Seconds()
 		stmts = diffStats(q0, q1, func(q string) bool { return !strings.Contains(q, "pg_stat_statements") })
-		lines = statementLines(q0, q1, el, perSec)
+		lines = statementLines(q0, q1, stmtSecs, perSec)
 		return
 	}
 
 	// Nobody polling: the cluster's own background work.
-	basePrimary, baseStandby, _, _, _, _, err := measure(func() int64 { return 0 })
+	basePrimary, baseStandby, _, _, _, _, _, err := measure(func() int64 { return 0 })
 	if err != nil {
 		return err
 	}
@@ -238,15 +265,14 @@ func scaleMode(ctx context.Context, cfg ScaleConfig, mode string, maxN int, res 
 		}
 		// Let the starts (relists) settle before measuring.
 		time.Sleep(2 * cfg.Interval)
-		p, s, b, polls, st, lines, err := measure(fleet.polls.Load)
+		p, s, b, polls, st, stmtSecs, lines, err := measure(fleet.polls.Load)
 		backends := countBackends(ctx, admin)
 		fleet.stop()
 		if err != nil {
 			return err
 		}
-		el := cfg.Window.Seconds()
 		row := scaleRow{Mode: mode, N: n, PrimaryCPU: p, StandbyCPU: s, BouncerCPU: b, Backends: backends,
-			PollsPerSec: polls, StmtPerSec: float64(st.Calls) / el}
+			PollsPerSec: polls, StmtPerSec: float64(st.Calls) / stmtSecs}
 		if containsInt(cfg.Sizes, n) {
 			res.Rows = append(res.Rows, row)
 			logf("%s %5d reconcilers: primary %.2f%%, standby %.2f%%, pgbouncer %.2f%% of a core; %d backends; %.0f polls/s; %.0f statements/s on the primary",
@@ -261,7 +287,7 @@ func scaleMode(ctx context.Context, cfg ScaleConfig, mode string, maxN int, res 
 				return fmt.Errorf("start %d SELECT 1 pingers: %w", n, err)
 			}
 			time.Sleep(2 * cfg.Interval)
-			pp, ps, _, pings, _, _, err := measure(ping.count.Load)
+			pp, ps, _, pings, _, _, _, err := measure(ping.count.Load)
 			ping.stop()
 			if err != nil {
 				return err
@@ -524,11 +550,12 @@ func writeScale(cfg ScaleConfig, r *ScaleResult) error {
 	p("Modes: **direct** (every reconciler connects to the primary); **pgbouncer** (Debian's PgBouncer 1.18, transaction pooling, " +
 		"20 server connections; pgx in `default_query_exec_mode=exec`: the extended protocol without named prepared statements, " +
 		"which PgBouncer 1.18 cannot keep across transactions); **standby** (`store.read_url` on a streaming hot standby: polls and " +
-		"relists there; stall checks and heartbeats on the primary).\n\n")
+		"relists there; stall checks and heartbeats on the primary); **standby-pgbouncer** (the same, with a PgBouncer as above in front of each server: " +
+		"what a large fleet runs).\n\n")
 	p("| mode | reconcilers | primary CPU (%% of a core) | standby CPU | PgBouncer CPU | primary backends | polls/s | statements/s on the primary |\n|---|---|---|---|---|---|---|---|\n")
 	for _, row := range r.Rows {
-		p("| %s | %d | %.2f%% | %s | %s | %d | %.0f | %.0f |\n", row.Mode, row.N, row.PrimaryCPU, pct(row.StandbyCPU, row.Mode == "standby"),
-			pct(row.BouncerCPU, row.Mode == "pgbouncer"), row.Backends, row.PollsPerSec, row.StmtPerSec)
+		p("| %s | %d | %.2f%% | %s | %s | %d | %.0f | %.0f |\n", row.Mode, row.N, row.PrimaryCPU, pct(row.StandbyCPU, strings.HasPrefix(row.Mode, "standby")),
+			pct(row.BouncerCPU, strings.HasSuffix(row.Mode, "pgbouncer")), row.Backends, row.PollsPerSec, row.StmtPerSec)
 	}
 	p("\nIdle baseline (nobody polling):")
 	for _, m := range cfg.Modes {

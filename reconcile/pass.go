@@ -90,14 +90,22 @@ func (r *Reconciler) pass(ctx context.Context, trig Trigger, relist bool) error 
 			r.opts.Notifier.Notify(ChangeSet{Replica: r.opts.ReplicaID, Cursor: r.cursor.String(), Changes: res.Changes})
 		}
 	}
+	// The stall check is a store call too: one that fails (a path that
+	// died right after the poll) reports the store down now, not at the
+	// next poll, so a dead path shows within snapshot.DeadPathBound.
+	var stallErr error
 	if err == nil && time.Since(r.lastStall) >= r.opts.StallAge {
-		r.refreshStall(ctx)
+		stallErr = r.refreshStall(ctx)
 	}
 	r.mu.Lock()
-	r.status.StoreUp = err == nil
-	if err != nil {
+	r.status.StoreUp = err == nil && stallErr == nil
+	switch {
+	case err != nil:
 		r.status.LastError = res.Err
-	} else {
+	case stallErr != nil:
+		r.status.LastError = stallErr.Error()
+		r.status.Cursor = r.cursor
+	default:
 		r.status.LastError = ""
 		r.status.Cursor = r.cursor
 	}
@@ -114,17 +122,25 @@ func (r *Reconciler) pass(ctx context.Context, trig Trigger, relist bool) error 
 	return err
 }
 
-func (r *Reconciler) refreshStall(ctx context.Context) {
+// refreshStall checks for stalled changes. It returns an error when the
+// store could not be reached (snapshot.ErrUnavailable; a check that fails
+// otherwise only keeps the previous result; nil when the loop is stopping).
+func (r *Reconciler) refreshStall(ctx context.Context) error {
 	r.lastStall = time.Now()
 	sctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	st, err := r.src.Stall(sctx, r.cursor, r.opts.StallAge)
 	if err != nil {
-		return
+		if ctx.Err() != nil || !errors.Is(err, snapshot.ErrUnavailable) {
+			return nil
+		}
+		r.metrics.StoreErrors.Inc()
+		return fmt.Errorf("stall check: %w", err)
 	}
 	r.mu.Lock()
 	r.status.Stall = st
 	r.mu.Unlock()
+	return nil
 }
 
 // pollPass polls the journal and applies what changed. An expired or

@@ -52,10 +52,13 @@ type Spec struct {
 	Enabled       bool
 }
 
-// ParseSpec validates a connector body. Faults name the member
-// ("providerConfig.baseUrl is required", `unknown provider "mcp"`) and
-// wrap jsonobj.ErrBody.
-func ParseSpec(body []byte) (Spec, error) {
+// ParseSpec validates a connector body under the default caps of
+// metadata.Limits. Faults name the member ("providerConfig.baseUrl is
+// required", `unknown provider "mcp"`) and wrap jsonobj.ErrBody.
+func ParseSpec(body []byte) (Spec, error) { return parseSpec(body, metadata.Limits{}) }
+
+// parseSpec is ParseSpec under the caps lim.
+func parseSpec(body []byte, lim metadata.Limits) (Spec, error) {
 	root, err := jsonobj.DecodeRoot(body, "body")
 	if err != nil {
 		return Spec{}, err
@@ -137,7 +140,7 @@ func ParseSpec(body []byte) (Spec, error) {
 
 	// Which credential a connector uses is a metadata rule: one home for
 	// it, shared with the loop that resolves the credential.
-	it, err := metadata.Parse("connector", "", body, metadata.Limits{})
+	it, err := metadata.Parse("connector", "", body, lim)
 	if err != nil {
 		return Spec{}, jsonobj.Faultf("%s", err.Error())
 	}

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/objectstack-fleet/reconciler/internal/redact"
+	"github.com/objectstack-fleet/reconciler/metadata"
 	"github.com/objectstack-fleet/reconciler/reconcile"
 	"github.com/objectstack-fleet/reconciler/registry"
 	"github.com/objectstack-fleet/reconciler/snapshot"
@@ -23,10 +24,16 @@ const (
 	DefaultMaxSpecBytes = 8 << 20
 )
 
+// MaxSpecBytesKey is the configuration key of Options.MaxSpecBytes;
+// reasons name it.
+const MaxSpecBytesKey = "connector.max_spec_bytes"
+
 // Sentinel causes of invalid connectors (errors.Is).
 var (
 	ErrDisabled     = errors.New("connector disabled")
 	ErrNoCredential = errors.New("credential has no usable value")
+	// ErrAnswerTooLarge: upstream answered with more than MaxSpecBytes.
+	ErrAnswerTooLarge = errors.New("upstream answer above the " + MaxSpecBytesKey + " cap")
 )
 
 // Options configure a Materializer. Zero values take the defaults.
@@ -39,8 +46,14 @@ type Options struct {
 	// body sets no providerConfig.timeout (default 10s). The loop's
 	// apply.timeout (the ctx) bounds the whole materialization.
 	Timeout time.Duration
-	// MaxSpecBytes caps the OpenAPI document's size (default 8 MiB).
+	// MaxSpecBytes (connector.max_spec_bytes) caps what is read of an
+	// upstream answer, the OpenAPI document or a probe's (default 8 MiB);
+	// a larger answer holds the connector naming the cap, and the rest is
+	// never read.
 	MaxSpecBytes int64
+	// Limits are the caps of a body (engine.max_body_bytes,
+	// engine.max_refs), the loop's: zero fields mean their defaults.
+	Limits metadata.Limits
 }
 
 // Materializer materializes connector entries into *Client instances. It
@@ -50,13 +63,14 @@ type Materializer struct {
 	transport *http.Transport
 	timeout   time.Duration
 	maxSpec   int64
+	lim       metadata.Limits
 }
 
 var _ reconcile.Materializer = (*Materializer)(nil)
 
 // New returns a Materializer. It does no I/O.
 func New(opts Options) *Materializer {
-	m := &Materializer{log: opts.Logger, transport: opts.Transport, timeout: opts.Timeout, maxSpec: opts.MaxSpecBytes}
+	m := &Materializer{log: opts.Logger, transport: opts.Transport, timeout: opts.Timeout, maxSpec: opts.MaxSpecBytes, lim: opts.Limits}
 	if m.log == nil {
 		m.log = slog.New(slog.DiscardHandler)
 	}
@@ -83,7 +97,7 @@ func (m *Materializer) Materialize(ctx context.Context, d reconcile.Desired) (re
 			body = md.Metadata
 		}
 	}
-	spec, err := ParseSpec(body)
+	spec, err := parseSpec(body, m.lim)
 	if err != nil {
 		return nil, reconcile.Invalid(err, "%s", err.Error())
 	}
@@ -195,9 +209,20 @@ func (m *Materializer) fetch(ctx context.Context, c *Client, timeout time.Durati
 		return nil, reconcile.Transient(err, "%s: read answer: %v", what, err)
 	}
 	if int64(len(b)) > m.maxSpec {
-		return nil, reconcile.Invalid(nil, "%s: answer exceeds %d bytes", what, m.maxSpec)
+		return nil, reconcile.Invalid(ErrAnswerTooLarge, "%s: answer is above the %s cap (%s)", what, byteSize(m.maxSpec), MaxSpecBytesKey)
 	}
 	return b, nil
+}
+
+// byteSize prints a cap for people: "8 MiB", "64 KiB", "1000 bytes".
+func byteSize(n int64) string {
+	switch {
+	case n >= 1<<20 && n%(1<<20) == 0:
+		return fmt.Sprintf("%d MiB", n>>20)
+	case n >= 1<<10 && n%(1<<10) == 0:
+		return fmt.Sprintf("%d KiB", n>>10)
+	}
+	return fmt.Sprintf("%d bytes", n)
 }
 
 // classifyStatus maps an upstream status to a failure (nil for 2xx).

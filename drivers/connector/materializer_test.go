@@ -19,6 +19,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/objectstack-fleet/reconciler/drivers/connector"
+	"github.com/objectstack-fleet/reconciler/metadata"
 	"github.com/objectstack-fleet/reconciler/reconcile"
 	"github.com/objectstack-fleet/reconciler/registry"
 	"github.com/objectstack-fleet/reconciler/snapshot"
@@ -426,5 +427,58 @@ func TestRedirectOtherPortNotFollowed(t *testing.T) {
 	}
 	if n := other.hits.Load(); n != 0 {
 		t.Fatalf("other origin got %d requests", n)
+	}
+}
+
+// An upstream answering with an endless document costs at most the
+// configured cap: the connector is held with a reason naming
+// connector.max_spec_bytes, and the rest of the answer is never read.
+func TestAnswerCapNamed(t *testing.T) {
+	var sent atomic.Int64
+	big := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		chunk := []byte(`{"openapi":"3.0.3","x":"` + strings.Repeat("x", 64<<10))
+		for r.Context().Err() == nil && sent.Load() < 64<<20 {
+			n, err := w.Write(chunk)
+			sent.Add(int64(n))
+			if err != nil {
+				return
+			}
+		}
+	}))
+	defer big.Close()
+	m := connector.New(connector.Options{MaxSpecBytes: 1 << 20})
+	for _, b := range []string{
+		body("openapi", big.URL, "", `"specUrl":"/openapi.json"`, `{"type":"none"}`),
+		body("rest", big.URL, "/health", "", `{"type":"none"}`),
+	} {
+		inst, err := m.Materialize(context.Background(), desired(b, ""))
+		if err == nil {
+			inst.Close()
+			t.Fatal("Materialize succeeded")
+		}
+		class, reason := reconcile.Classify(err)
+		if class != reconcile.ClassInvalid || !strings.Contains(reason, "answer is above the 1 MiB cap (connector.max_spec_bytes)") {
+			t.Errorf("got %v %q, want invalid naming connector.max_spec_bytes", class, reason)
+		}
+	}
+	if n := sent.Load(); n >= 64<<20 {
+		t.Fatalf("the whole %d-byte answer was read", n)
+	}
+}
+
+// The body caps are the configured ones (engine.max_body_bytes), not the
+// defaults: a connector body above 1 MiB materializes under a 4 MiB cap,
+// and is held naming the key under a smaller one.
+func TestBodyCapsConfigured(t *testing.T) {
+	up := newUpstream(t)
+	b := body("rest", up.URL, "/status/200", `"notes":"`+strings.Repeat("x", 2<<20)+`"`, `{"type":"none"}`)
+	inst, err := connector.New(connector.Options{Limits: metadata.Limits{MaxBodyBytes: 4 << 20}}).Materialize(context.Background(), desired(b, ""))
+	if err != nil {
+		t.Fatalf("a 2 MiB body under a 4 MiB cap: %v", err)
+	}
+	inst.Close()
+	_, err = connector.New(connector.Options{Limits: metadata.Limits{MaxBodyBytes: 1 << 20}}).Materialize(context.Background(), desired(b, ""))
+	if class, reason := reconcile.Classify(err); class != reconcile.ClassInvalid || !strings.Contains(reason, "above the 1 MiB cap (engine.max_body_bytes)") {
+		t.Fatalf("got %v %q", class, reason)
 	}
 }

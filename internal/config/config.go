@@ -54,6 +54,7 @@ type Config struct {
 	MaxRefs          int           `key:"engine.max_refs"`
 	SQLiteDir        string        `key:"datasource.sqlite_dir"`
 	MaxConns         int           `key:"datasource.max_conns"`
+	MaxSpecBytes     int           `key:"connector.max_spec_bytes"`
 	LogLevel         slog.Level    `key:"log.level"`
 	LogFormat        string        `key:"log.format"` // "text" or "json"
 
@@ -240,6 +241,7 @@ func decode(v *viper.Viper) (*Config, error) {
 		MaxRefs:          d.integer(KeyMaxRefs, 1),
 		SQLiteDir:        d.str(KeySQLiteDir),
 		MaxConns:         d.integer(KeyMaxConns, 1),
+		MaxSpecBytes:     d.integer(KeyMaxSpecBytes, 1024),
 		LogFormat:        strings.ToLower(d.str(KeyLogFormat)),
 		ReplicaURL:       d.str(KeyReplicaURL),
 		ReplicaTokenEnv:  d.str(KeyReplicaTokenEnv),

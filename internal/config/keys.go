@@ -32,6 +32,7 @@ const (
 	KeyMaxRefs          = "engine.max_refs"
 	KeySQLiteDir        = "datasource.sqlite_dir"
 	KeyMaxConns         = "datasource.max_conns"
+	KeyMaxSpecBytes     = "connector.max_spec_bytes"
 	KeyLogLevel         = "log.level"
 	KeyLogFormat        = "log.format"
 
@@ -74,6 +75,7 @@ func Keys() []Key {
 		{KeyMaxRefs, 10000, "most distinct references one metadata item may make; more is held naming this cap"},
 		{KeySQLiteDir, "", "directory SQLite datasources may open files in (empty: SQLite datasources are held)"},
 		{KeyMaxConns, 50, "cap of a datasource's pool.maxConns and pool.minConns; a record above it is held naming this cap"},
+		{KeyMaxSpecBytes, 8 << 20, "most bytes read of a connector's upstream answer (its OpenAPI document, a probe's answer); a larger one is held naming this cap"},
 		{KeyLogLevel, "info", "debug, info, warn or error"},
 		{KeyLogFormat, "text", "text or json"},
 		{KeyReplicaURL, "", "HTTP base URL of the ObjectStack replica this sidecar drives through its lanes (empty: no replica driving)"},

@@ -25,7 +25,7 @@ func main() {
 	fs := flag.NewFlagSet("reconciler-bench-scale", flag.ExitOnError)
 	var cfg bench.ScaleConfig
 	sizes := fs.String("sizes", "1,10,100,1000", "reconcilers polling at once")
-	modes := fs.String("modes", "direct,pgbouncer,standby", "direct, pgbouncer, standby")
+	modes := fs.String("modes", "direct,pgbouncer,standby,standby-pgbouncer", "direct, pgbouncer, standby, standby-pgbouncer")
 	fs.DurationVar(&cfg.Interval, "interval", time.Second, "the reconcilers' poll.interval")
 	fs.DurationVar(&cfg.Window, "window", 15*time.Second, "one measuring window")
 	fs.IntVar(&cfg.Rows, "rows", 1000, "rows in the store")
