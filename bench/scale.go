@@ -31,8 +31,11 @@ type ScaleConfig struct {
 	Window   time.Duration // one measuring window
 	Rows     int           // rows of the store
 	RatioN   int           // reconcilers (and SELECT 1 pingers) of the per-poll ratio
-	OutDir   string
-	Command  string // how the report was produced
+	// StandbyMax is the largest fleet of mode standby (0: every size): it
+	// holds a direct connection per reconciler on each server.
+	StandbyMax int
+	OutDir     string
+	Command    string // how the report was produced
 }
 
 // scaleRow is one mode × fleet size.
@@ -259,6 +262,11 @@ func scaleMode(ctx context.Context, cfg ScaleConfig, mode string, maxN int, res 
 	}
 	sort.Ints(sizes)
 	for _, n := range sizes {
+		if mode == "standby" && cfg.StandbyMax > 0 && n > cfg.StandbyMax {
+			res.Warnings = append(res.Warnings, fmt.Sprintf("standby: %d reconcilers not run (-standby-max %d): a direct connection per reconciler on each server "+
+				"is %d backends, which do not all start within 20 minutes on a 2-core machine that also runs the fleet; standby-pgbouncer is the same at any size", n, cfg.StandbyMax, 2*n))
+			continue
+		}
 		fleet, err := startFleet(ctx, env, n, cfg.Interval)
 		if err != nil {
 			return fmt.Errorf("start %d reconcilers: %w", n, err)

@@ -30,6 +30,7 @@ func main() {
 	fs.DurationVar(&cfg.Window, "window", 15*time.Second, "one measuring window")
 	fs.IntVar(&cfg.Rows, "rows", 1000, "rows in the store")
 	fs.IntVar(&cfg.RatioN, "ratio", 100, "reconcilers (and SELECT 1 clients) of the per-poll ratio")
+	fs.IntVar(&cfg.StandbyMax, "standby-max", 100, "largest fleet of mode standby (a direct connection per reconciler on each server); 0: every size")
 	fs.StringVar(&cfg.OutDir, "out", "bench", "directory for scale.md and scale.json")
 	fs.StringVar(&cfg.Command, "command", "make bench", "how this run was started, for the report")
 	_ = fs.Parse(os.Args[1:])
