@@ -77,10 +77,10 @@ type Options struct {
 	// Client sends the probes (default: a client without a global timeout;
 	// each probe is bounded by itself).
 	Client *http.Client
-	// Jitter spreads first publishes while other sidecars publish on the
+	// Jitter spreads first publishes once other sidecars publish on the
 	// bus: each waits up to this long at random and publishes nothing if
 	// another sidecar's message (or the replica) got there first. A sidecar
-	// that has seen no other origin's message for 10 minutes does not wait.
+	// that has never seen another origin's message does not wait.
 	Jitter time.Duration
 	// Settle is how long a message has to take effect before the replica
 	// is probed again (a 17.4 node takes 0.3–1.5 s to register an object).
@@ -147,7 +147,7 @@ type Driver struct {
 	seen     map[string]time.Time // channel+address → when a message naming it was last seen
 	down     bool                 // the last health read failed
 	restarts int                  // replica restarts noticed
-	peerSeen time.Time            // when a message of another origin was last seen
+	peerSeen time.Time            // when a message of another origin was last seen (zero: never)
 	wake     chan struct{}
 }
 
@@ -249,15 +249,15 @@ func (d *Driver) restartLocked(e *entry, now, coverFrom time.Time) {
 	e.status = Status{State: StatePending, Since: now}
 }
 
-// peerMemory is how long a message of another origin on the bus makes the
-// Driver assume other sidecars drive the same change.
-const peerMemory = 10 * time.Minute
-
 // jitterLocked is the wait before an entry's first check: a random part of
-// Jitter while other origins publish on the bus (so that one sidecar goes
-// first and the others see its message), none while this sidecar is alone.
-func (d *Driver) jitterLocked(now time.Time) time.Duration {
-	if d.peerSeen.IsZero() || now.Sub(d.peerSeen) > peerMemory {
+// Jitter once another origin has published on the bus (so that one sidecar
+// goes first and the others see its message), none while this sidecar has
+// never seen one. Peers are not forgotten: in a fleet whose changes come
+// hours apart every sidecar notices a change at the same moment (a hint),
+// and without the wait each would publish, N messages for one change. A
+// sidecar left alone pays at most Jitter per change.
+func (d *Driver) jitterLocked(time.Time) time.Duration {
+	if d.peerSeen.IsZero() {
 		return 0
 	}
 	// Uniform in [0, Jitter].

@@ -21,8 +21,9 @@ type Redis struct {
 }
 
 // StartRedis starts redis-server (from PATH) on a free port, without
-// persistence, and waits until it accepts connections (at most 10 s).
-func StartRedis() (*Redis, error) {
+// persistence, with any further server arguments (say "--requirepass",
+// "pw"), and waits until it accepts connections (at most 10 s).
+func StartRedis(args ...string) (*Redis, error) {
 	bin, err := exec.LookPath("redis-server")
 	if err != nil {
 		return nil, errors.New("redis-server not found on PATH: install it (apt-get install redis-server)")
@@ -32,7 +33,7 @@ func StartRedis() (*Redis, error) {
 		return nil, err
 	}
 	r := &Redis{addr: net.JoinHostPort("127.0.0.1", strconv.Itoa(port)), out: &bytes.Buffer{}, done: make(chan struct{})}
-	r.cmd = exec.Command(bin, "--port", strconv.Itoa(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no", "--protected-mode", "no")
+	r.cmd = exec.Command(bin, append([]string{"--port", strconv.Itoa(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no", "--protected-mode", "no"}, args...)...)
 	r.cmd.Stdout = r.out
 	r.cmd.Stderr = r.out
 	if err := r.cmd.Start(); err != nil {
