@@ -74,3 +74,61 @@ func TestHugeReferenceItemsStayShort(t *testing.T) {
 		}
 	})
 }
+
+// Rows whose names mimic another organization's keys each get an entry of
+// their own, and deleting the impostors leaves the real entries in place
+// (the old key format gave 4 collisions among these 8 rows, and deleting
+// the impostors evicted the 4 real entries until a resync).
+func TestMimickedKeysNeverCollide(t *testing.T) {
+	t.Parallel()
+	snapshottest.Each(t, func(t *testing.T, s snapshot.Store, url string) {
+		conn := `{"provider":"rest","providerConfig":{"baseUrl":"http://127.0.0.1:1"},"auth":{"type":"none"},"enabled":true}`
+		obj := `{"fields":{"name":{"type":"text"}}}`
+		rows := []struct{ id, org, typ, name, body string }{
+			{"c-real", "acme", "connector", "crm", conn},
+			{"c-fake", "", "connector", "acme:crm", conn},
+			{"o-real", "acme", "object", "x", obj},
+			{"o-fake", "", "acme:object", "x", obj},
+			{"o-org-colon", "a:b", "object", "y", obj},
+			{"o-org-split", "a", "b:object", "y", obj},
+			{"o-slash", "", "object", "p/q", obj},
+			{"o-slash-type", "", "object/p", "q", obj},
+		}
+		for _, r := range rows {
+			snapshottest.Exec(t, url, `INSERT INTO sys_metadata (id, organization_id, type, name, metadata) VALUES ($1, NULLIF($2, ''), $3, $4, $5)`, r.id, r.org, r.typ, r.name, r.body)
+		}
+		b := start(t, s, url, Options{ResyncInterval: -1})
+		// entries counts the connector and engine entries by kind and key.
+		entries := func() map[string]int {
+			n := map[string]int{}
+			for _, e := range b.rec.Registries().List("", "") {
+				if e.Kind == registry.KindConnector || e.Kind == registry.KindEngine {
+					n[fmt.Sprint(e.Kind, " ", e.Key)]++
+				}
+			}
+			return n
+		}
+		got := entries()
+		if len(got) != len(rows) {
+			t.Fatalf("%d rows made %d entries: %v", len(rows), len(got), got)
+		}
+		b.exec(`DELETE FROM sys_metadata WHERE id IN ('c-fake', 'o-fake', 'o-org-split', 'o-slash-type')`)
+		b.settle()
+		for _, k := range []struct {
+			kind registry.Kind
+			key  string
+		}{
+			{registry.KindConnector, registry.NamedKey("acme", "crm", "")},
+			{registry.KindEngine, registry.EngineKey("acme", "object", "x", "")},
+			{registry.KindEngine, registry.EngineKey("a:b", "object", "y", "")},
+			{registry.KindEngine, registry.EngineKey("", "object", "p/q", "")},
+		} {
+			if _, ok := b.entry(k.kind, k.key); !ok {
+				t.Errorf("deleting the impostors evicted %s %s", k.kind, k.key)
+			}
+		}
+		if n := len(entries()); n != 4 {
+			t.Errorf("%d entries left after deleting 4 of 8 rows", n)
+		}
+	})
+}
