@@ -3,12 +3,14 @@ package daemon
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"strings"
 	"testing"
 
+	"github.com/objectstack-fleet/reconciler/internal/ossecret"
 	"github.com/objectstack-fleet/reconciler/reconcile"
 	"github.com/objectstack-fleet/reconciler/registry"
 	"github.com/objectstack-fleet/reconciler/snapshot"
@@ -44,5 +46,71 @@ func TestConfiguredCapsReachMaterializers(t *testing.T) {
 	}
 	if class, reason := reconcile.Classify(err); class != reconcile.ClassInvalid || !strings.Contains(reason, "cap (engine.max_body_bytes)") {
 		t.Fatalf("got %v %q", class, reason)
+	}
+}
+
+// TestSecretOpener: the daemon decrypts sys_secret rows with the key the
+// variable secrets.key_env names; without the key, with another key and
+// under an external KMS it says why (naming the variable, never a byte of
+// the secret or the key); a value that is not a key refuses to start.
+func TestSecretOpener(t *testing.T) {
+	const keyEnv = "TEST_OS_SECRET_KEY"
+	keyHex := strings.Repeat("0f", 32)
+	otherHex := strings.Repeat("ab", 32)
+	key, err := ossecret.ParseKey(keyHex)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const canary = "CANARY-pw-51d2"
+	sealed, err := ossecret.Encrypt(key, "datasource", "wh", canary)
+	if err != nil {
+		t.Fatal(err)
+	}
+	row := func(kms string) snapshot.SecretRow {
+		return snapshot.SecretRow{ID: sealed.ID, Namespace: "datasource", Key: "wh", KMSKeyID: kms, Alg: sealed.Alg,
+			Ciphertext: snapshot.NewSecret(sealed.Ciphertext)}
+	}
+	cfg := testConfig(t, "secrets:\n  key_env: "+keyEnv+"\n")
+	opener := func(env string) (*secretOpener, error) {
+		d := New(Options{Config: cfg, Getenv: func(k string) string {
+			if k == keyEnv {
+				return env
+			}
+			return ""
+		}})
+		return d.newSecretOpener(cfg)
+	}
+	for _, tc := range []struct {
+		name, env, kms, want string
+	}{
+		{"the key", keyHex, sealed.KMSKeyID, ""},
+		{"no key", "", sealed.KMSKeyID, "no secret key (environment variable " + keyEnv + " is not set)"},
+		{"another key", otherHex, sealed.KMSKeyID, "does not decrypt with the configured key"},
+		{"external KMS", keyHex, "aws-kms:arn:aws:kms:eu-west-1:1:key/x", "external KMS"},
+	} {
+		o, err := opener(tc.env)
+		if err != nil {
+			t.Fatalf("%s: %v", tc.name, err)
+		}
+		v, err := o.Open(row(tc.kms))
+		if tc.want == "" {
+			if err != nil || v.Reveal() != canary {
+				t.Errorf("%s: Open = %d bytes, %v; want the plaintext", tc.name, len(v.Reveal()), err)
+			}
+			continue
+		}
+		if err == nil || !v.IsEmpty() || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: Open = %d bytes, %v; want an error saying %q", tc.name, len(v.Reveal()), err, tc.want)
+			continue
+		}
+		msg := fmt.Sprintf("%v %+v %#v", err, err, o)
+		for _, b := range []string{canary, sealed.Ciphertext, keyHex, otherHex} {
+			if strings.Contains(msg, b) {
+				t.Errorf("%s: the error or the opener prints secret bytes: %s", tc.name, msg)
+			}
+		}
+	}
+	if _, err := opener("not-a-key"); err == nil || !strings.Contains(err.Error(), "secrets.key_env: environment variable "+keyEnv) {
+		t.Fatalf("a variable that is not a key: %v", err)
 	}
 }

@@ -411,15 +411,32 @@ func (p *PG) Relist(ctx context.Context) (Rows, Cursor, error) {
 	if p.standby != nil {
 		return p.relistStandby(ctx)
 	}
+	return p.relistIn(ctx, p.pool, p.url, nil, p.interpretError)
+}
+
+// relistIn is a relist on pool (the primary's or the standby's): one
+// REPEATABLE READ, read-only transaction reads the active sys_metadata
+// rows, every sys_secret and credential row, and its own
+// pg_current_snapshot() is the cursor. With seen set it also lists the
+// journal xids at or above that snapshot's xmin (the standby's cursor
+// needs them). Errors name url and go through interpret.
+func (p *PG) relistIn(ctx context.Context, pool *pgxpool.Pool, url string, seen *[]string, interpret func(op string, err error) error) (Rows, Cursor, error) {
 	var (
 		rows Rows
 		c    Cursor
 	)
-	err := pgx.BeginTxFunc(ctx, p.pool, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly}, func(tx pgx.Tx) error {
-		err := tx.QueryRow(ctx, `SELECT pg_current_snapshot()::text, store_id,
-  greatest((SELECT max(seq) FROM sys_reconcile_journal), pruned_seq), now()
-FROM sys_reconciler_state WHERE id = 1`).Scan(&c.Snapshot, &c.StoreID, &c.Seq, &c.At)
-		if err != nil {
+	q := `SELECT pg_current_snapshot()::text, store_id,
+  greatest((SELECT max(seq) FROM sys_reconcile_journal), pruned_seq), now()`
+	dest := []any{&c.Snapshot, &c.StoreID, &c.Seq, &c.At}
+	if seen != nil {
+		q += `,
+  ARRAY(SELECT DISTINCT j.xid::text FROM sys_reconcile_journal j WHERE j.xid >= pg_snapshot_xmin(pg_current_snapshot()))`
+		dest = append(dest, seen)
+	}
+	q += `
+FROM sys_reconciler_state WHERE id = 1`
+	err := pgx.BeginTxFunc(ctx, pool, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly}, func(tx pgx.Tx) error {
+		if err := tx.QueryRow(ctx, q).Scan(dest...); err != nil {
 			return err
 		}
 		b := &pgx.Batch{}
@@ -429,10 +446,10 @@ FROM sys_reconciler_state WHERE id = 1`).Scan(&c.Snapshot, &c.StoreID, &c.Seq, &
 		return tx.SendBatch(ctx, b).Close()
 	})
 	if errors.Is(err, pgx.ErrNoRows) {
-		return Rows{}, Cursor{}, fmt.Errorf("relist %s: %w: no sys_reconciler_state row", p.url, ErrSchema)
+		return Rows{}, Cursor{}, fmt.Errorf("relist %s: %w: no sys_reconciler_state row", url, ErrSchema)
 	}
 	if err != nil {
-		return Rows{}, Cursor{}, p.interpretError("relist", err)
+		return Rows{}, Cursor{}, interpret("relist", err)
 	}
 	return rows, c, nil
 }

@@ -144,30 +144,10 @@ func (p *PG) caughtUp(ctx context.Context, xmax uint64) {
 // A standby behind a cursor this store already returned is an error
 // (ErrUnavailable): relisting there would move the cursor backwards.
 func (p *PG) relistStandby(ctx context.Context) (Rows, Cursor, error) {
-	var (
-		rows Rows
-		c    Cursor
-		seen []string
-	)
-	err := pgx.BeginTxFunc(ctx, p.standby.pool, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly}, func(tx pgx.Tx) error {
-		err := tx.QueryRow(ctx, `SELECT pg_current_snapshot()::text, store_id,
-  greatest((SELECT max(seq) FROM sys_reconcile_journal), pruned_seq), now(),
-  ARRAY(SELECT DISTINCT j.xid::text FROM sys_reconcile_journal j WHERE j.xid >= pg_snapshot_xmin(pg_current_snapshot()))
-FROM sys_reconciler_state WHERE id = 1`).Scan(&c.Snapshot, &c.StoreID, &c.Seq, &c.At, &seen)
-		if err != nil {
-			return err
-		}
-		b := &pgx.Batch{}
-		queueMetadata(b, &rows, p.selMetadata+" WHERE m.state = 'active' ORDER BY m.id")
-		queueSecrets(b, &rows, pgSelectSecret+" ORDER BY s.id")
-		queueCredentials(b, &rows, pgSelectCredential+" ORDER BY c.ref")
-		return tx.SendBatch(ctx, b).Close()
-	})
-	if errors.Is(err, pgx.ErrNoRows) {
-		return Rows{}, Cursor{}, fmt.Errorf("relist %s: %w: no sys_reconciler_state row", p.standby.url, ErrSchema)
-	}
+	var seen []string
+	rows, c, err := p.relistIn(ctx, p.standby.pool, p.standby.url, &seen, p.standbyError)
 	if err != nil {
-		return Rows{}, Cursor{}, p.standbyError("relist", err)
+		return Rows{}, Cursor{}, err
 	}
 	c.Seen = strings.Join(seen, ",")
 	snap, err := parseSnapshot(c.Snapshot)

@@ -316,6 +316,36 @@ replica_id: sig
 		t.Fatal("no timestamped drift file")
 	}
 
+	// An item of an organization and a package: items --json carries the
+	// key's parts as fields.
+	snapshottest.Exec(t, url, `INSERT INTO sys_metadata (id, type, name, metadata, organization_id, package_id)
+VALUES ('v2', 'view', 'open/all', '{"object":"account"}', 'acme:eu', 'crm')`)
+	d.signal(syscall.SIGHUP)
+	const orgView = "acme%3Aeu:view/open%2Fall@crm"
+	eventually(t, 10*time.Second, "the organization's view applied", func() bool {
+		it, ok := d.item("engine", orgView)
+		return ok && it.State == "ready"
+	})
+	r := reconciler(t, dir, env, "items", "--kind", "engine", "--json", "--config", "config.yaml", "--addr", d.addr)
+	var listed []map[string]any
+	if err := json.Unmarshal([]byte(r.stdout), &listed); r.code != 0 || err != nil {
+		t.Fatalf("items --json: exit %d, %v\n%s%s", r.code, err, r.stdout, r.stderr)
+	}
+	parts := map[string][4]string{}
+	for _, it := range listed {
+		var p [4]string
+		for i, f := range []string{"org", "type", "name", "package"} {
+			p[i], _ = it[f].(string)
+		}
+		parts[it["key"].(string)] = p
+	}
+	if want := [4]string{"acme:eu", "view", "open/all", "crm"}; parts[orgView] != want {
+		t.Errorf("items --json: %s has parts %q, want %q", orgView, parts[orgView], want)
+	}
+	if want := [4]string{"", "object", "account", ""}; parts["object/account"] != want {
+		t.Errorf("items --json: object/account has parts %q, want %q", parts["object/account"], want)
+	}
+
 	// The CLI finds the daemon through --addr and sends the token.
 	for _, args := range [][]string{
 		{"status"}, {"status", "--json"}, {"items"}, {"items", "--kind", "engine", "--json"},

@@ -229,3 +229,42 @@ func validMethod(m string) bool {
 	}
 	return true
 }
+
+// TestItemsCarryKeyParts: every /v1/items entry carries its key's parts
+// as fields (org, type, name, package), decoded, and empty parts as "".
+func TestItemsCarryKeyParts(t *testing.T) {
+	b := newFake()
+	b.regs.Of(registry.KindEngine).Put(registry.Entry{Key: registry.EngineKey("acme:eu", "view", "all/open", "crm@2"), Revision: 4, State: registry.StateReady})
+	h := NewHandler(Options{Backend: b, Gatherer: prometheus.NewRegistry()})
+	var items []map[string]any
+	if err := json.Unmarshal(do(t, h, "GET", "/v1/items?kind=engine", "").Body.Bytes(), &items); err != nil {
+		t.Fatal(err)
+	}
+	want := map[string][4]string{
+		"object/account":                    {"", "object", "account", ""},
+		"acme%3Aeu:view/all%2Fopen@crm%402": {"acme:eu", "view", "all/open", "crm@2"},
+	}
+	if len(items) != len(want) {
+		t.Fatalf("items %v, want %d", items, len(want))
+	}
+	for _, it := range items {
+		w, ok := want[it["key"].(string)]
+		if !ok {
+			t.Fatalf("unexpected item %v", it)
+		}
+		for i, f := range []string{"org", "type", "name", "package"} {
+			if v, ok := it[f].(string); !ok || v != w[i] {
+				t.Errorf("%s: %s = %#v, want %q", it["key"], f, it[f], w[i])
+			}
+		}
+	}
+	var conn []map[string]any
+	if err := json.Unmarshal(do(t, h, "GET", "/v1/items?kind=connector", "").Body.Bytes(), &conn); err != nil || len(conn) != 1 {
+		t.Fatalf("connector items %v %v", conn, err)
+	}
+	for f, w := range map[string]string{"org": "", "type": "", "name": "crm", "package": ""} {
+		if v, ok := conn[0][f].(string); !ok || v != w {
+			t.Errorf("connector crm: %s = %#v, want %q", f, conn[0][f], w)
+		}
+	}
+}
