@@ -18,11 +18,13 @@ type Desired struct {
 
 	// Body is the entry's own body: the sys_metadata text of connector,
 	// datasource and engine entries, as stored (the loop has checked that
-	// it is a JSON object); nil for credentials.
+	// it is a JSON object); nil for credentials. Materializers read the
+	// body here and only here.
 	Body json.RawMessage
 
 	// Metadata is the source row of connector, datasource and engine
-	// entries.
+	// entries, for its other columns (type, name, checksum, organization,
+	// package); nil where the caller has no row. Its text is Body's.
 	Metadata *snapshot.MetadataRow
 
 	// CredentialRef is the credential the entry resolved ("" if none).

@@ -90,14 +90,11 @@ func New(opts Options) *Materializer {
 // upstream (see the package documentation for the outcomes). It returns a
 // *Client.
 func (m *Materializer) Materialize(ctx context.Context, d reconcile.Desired) (registry.Instance, error) {
-	body, name := []byte(d.Body), d.Key
+	name := d.Key
 	if md := d.Metadata; md != nil {
 		name = md.Name
-		if len(md.Metadata) > 0 {
-			body = md.Metadata
-		}
 	}
-	spec, err := parseSpec(body, m.lim)
+	spec, err := parseSpec(d.Body, m.lim)
 	if err != nil {
 		return nil, reconcile.Invalid(err, "%s", err.Error())
 	}

@@ -482,3 +482,17 @@ func TestBodyCapsConfigured(t *testing.T) {
 		t.Fatalf("got %v %q", class, reason)
 	}
 }
+
+// Materialize builds from d.Body, the one body a Desired carries; the row
+// gives the name only.
+func TestMaterializeReadsBody(t *testing.T) {
+	up := newUpstream(t)
+	m := connector.New(connector.Options{})
+	d := desired(body("rest", up.URL, "/status/204", "", `{"type":"none"}`), "")
+	d.Metadata.Metadata = json.RawMessage(`{"provider":"mcp"}`)
+	inst, err := m.Materialize(context.Background(), d)
+	if err != nil {
+		t.Fatalf("Materialize: %v", err)
+	}
+	_ = inst.Close()
+}

@@ -69,9 +69,6 @@ func (c *Compiler) Materialize(ctx context.Context, d reconcile.Desired) (regist
 	checksum := ""
 	if md := d.Metadata; md != nil {
 		typ, name, checksum = md.Type, md.Name, md.Checksum
-		if len(md.Metadata) > 0 {
-			body = md.Metadata
-		}
 	}
 	if err := ctx.Err(); err != nil {
 		return nil, reconcile.Transient(err, "compile interrupted: %v", err)

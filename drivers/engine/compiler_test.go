@@ -247,3 +247,22 @@ func refLess(a, b metadata.Ref) bool {
 	}
 	return a.Name < b.Name
 }
+
+// Materialize compiles d.Body, the one body a Desired carries; the row
+// says the type, name and checksum only (a row without its text, as a
+// library caller may pass, changes nothing).
+func TestMaterializeReadsBody(t *testing.T) {
+	t.Parallel()
+	body := json.RawMessage(`{"object":"account"}`)
+	for _, rowText := range []json.RawMessage{nil, json.RawMessage(`not the body`)} {
+		d := reconcile.Desired{Kind: registry.KindEngine, Key: "view/all", Revision: 1, Body: body,
+			Metadata: &snapshot.MetadataRow{ID: "v1", Type: "view", Name: "all", State: "active", Metadata: rowText}}
+		inst, err := engine.New(engine.Options{}).Materialize(context.Background(), d)
+		if err != nil {
+			t.Fatalf("row text %q: %v", rowText, err)
+		}
+		if it := inst.(*engine.Item); string(it.Body) != string(body) || !slices.Equal(it.Refs, objectRefs("account")) {
+			t.Fatalf("row text %q: compiled %s", rowText, it.Body)
+		}
+	}
+}
