@@ -22,21 +22,15 @@ func TestChaosKeyCollisions(t *testing.T) {
 	r := newRig(t, "collisions")
 	up := okUpstream(t)
 	execSQL(t, pgURL, upsertCredential, "ccred", canary)
-	type row struct{ id, org, typ, name, body string }
 	obj := `{"fields":{"name":{"type":"text"}}}`
 	conn := connectorBody(up.URL, "ccred", "5s")
-	rows := []row{
-		{"c-real", "acme", "connector", "crm", conn},
-		{"c-fake", "", "connector", "acme:crm", conn},
-		{"o-real", "acme", "object", "x", obj},
-		{"o-fake", "", "acme:object", "x", obj},
-		{"o-org-colon", "a:b", "object", "y", obj},
-		{"o-org-split", "a", "b:object", "y", obj},
-		{"o-slash", "", "object", "p/q", obj},
-		{"o-slash-type", "", "object/p", "q", obj},
-	}
+	rows := snapshottest.Impostors
 	for _, rw := range rows {
-		execSQL(t, pgURL, `INSERT INTO sys_metadata (id, organization_id, type, name, metadata) VALUES ($1, NULLIF($2, ''), $3, $4, $5)`, rw.id, rw.org, rw.typ, rw.name, rw.body)
+		body := obj
+		if rw.Type == "connector" {
+			body = conn
+		}
+		execSQL(t, pgURL, snapshottest.InsertImpostor, rw.ID, rw.Org, rw.Type, rw.Name, body)
 	}
 	results.fault("hostile rows")
 	results.wrote(int64(len(rows) + 1))
@@ -54,7 +48,7 @@ func TestChaosKeyCollisions(t *testing.T) {
 	}
 	revs := map[int64]string{}
 	for _, rw := range rows {
-		revs[revision(rw.id)] = rw.id
+		revs[revision(rw.ID)] = rw.ID
 	}
 	d := r.newDaemon("collisions", withApp(pgURL, "chaos-collisions"), set("drift.schedule", ""))
 	d.start()
@@ -87,20 +81,36 @@ func TestChaosKeyCollisions(t *testing.T) {
 	})
 	collisions := len(rows) - len(last)
 	for _, rw := range rows {
-		if !last[rw.id] {
-			t.Errorf("row %s (org %q, %s %q) has no entry of its own", rw.id, rw.org, rw.typ, rw.name)
+		if !last[rw.ID] {
+			t.Errorf("row %s (org %q, %s %q) has no entry of its own", rw.ID, rw.Org, rw.Type, rw.Name)
 		}
 	}
 	// Deleting the impostors leaves the real rows' entries in place.
-	execSQL(t, pgURL, `DELETE FROM sys_metadata WHERE id IN ('c-fake', 'o-fake', 'o-org-split', 'o-slash-type')`)
-	results.wrote(4)
+	var fakes, reals []string
+	for _, rw := range rows {
+		if rw.Fake {
+			fakes = append(fakes, rw.ID)
+		} else {
+			reals = append(reals, rw.ID)
+		}
+	}
+	execSQL(t, pgURL, `DELETE FROM sys_metadata WHERE id IN ('`+strings.Join(fakes, "', '")+`')`)
+	results.wrote(int64(len(fakes)))
 	evicted := 0
 	eventually(t, "impostors gone", func() bool {
 		m := matched()
-		return m != nil && !m["c-fake"] && !m["o-fake"] && !m["o-org-split"] && !m["o-slash-type"]
+		if m == nil {
+			return false
+		}
+		for _, id := range fakes {
+			if m[id] {
+				return false
+			}
+		}
+		return true
 	})
 	m := matched()
-	for _, id := range []string{"c-real", "o-real", "o-org-colon", "o-slash"} {
+	for _, id := range reals {
 		if !m[id] {
 			evicted++
 			t.Errorf("deleting an impostor evicted %s", id)
