@@ -22,6 +22,6 @@ var Impostors = []Impostor{
 	{ID: "o-slash-type", Type: "object/p", Name: "q", Fake: true},
 }
 
-// InsertImpostor writes one Impostor row ($1 id, $2 organization_id or ”
-// for NULL, $3 type, $4 name, $5 metadata) on either store.
+// InsertImpostor writes one Impostor row on either store: $1 id, $2
+// organization_id (empty for NULL), $3 type, $4 name, $5 metadata.
 const InsertImpostor = `INSERT INTO sys_metadata (id, organization_id, type, name, metadata) VALUES ($1, NULLIF($2, ''), $3, $4, $5)`
