@@ -81,6 +81,27 @@ func (h *hostile) markdown() string {
 	return b.String()
 }
 
+// waitSettled waits until the daemon has n items that are ours, each done.
+func waitSettled(t *testing.T, d *daemon, what string, n int, ours, done func(item) bool) {
+	t.Helper()
+	eventually(t, what, func() bool {
+		its, err := d.items()
+		if err != nil {
+			return false
+		}
+		c := 0
+		for _, it := range its {
+			if ours(it) {
+				if !done(it) {
+					return false
+				}
+				c++
+			}
+		}
+		return c == n
+	})
+}
+
 // procFigures returns the open fds and resident memory of pid.
 func procFigures(pid int) (fds int, rssMiB float64) {
 	if es, err := os.ReadDir(fmt.Sprintf("/proc/%d/fd", pid)); err == nil {
@@ -305,19 +326,9 @@ SELECT 'object:h' || i, 'object', 'h' || i, '{"fields":{"name":{"type":"text"}}}
 	}
 	results.fault("hostile rows")
 	results.wrote(int64(len(hostileConnectors)))
-	eventually(t, "hostile connectors settled", func() bool {
-		its, err := d.items()
-		if err != nil {
-			return false
-		}
-		c := 0
-		for _, it := range its {
-			if it.Kind == "connector" && strings.Contains(it.Key, "steal_") && it.State != "pending" {
-				c++
-			}
-		}
-		return c == len(hostileConnectors)
-	})
+	waitSettled(t, d, "hostile connectors settled", len(hostileConnectors),
+		func(it item) bool { return it.Kind == "connector" && strings.Contains(it.Key, "steal_") },
+		func(it item) bool { return it.State != "pending" })
 	its, _ := d.items()
 	for _, it := range its {
 		if strings.Contains(it.Key, "steal_") {
@@ -388,23 +399,11 @@ SELECT 'object:h' || i, 'object', 'h' || i, '{"fields":{"name":{"type":"text"}}}
 		execSQL(t, pgURL, upsertDatasource, name, dsRecord(name, ds.driver, ds.config, ds.pool, `{}`))
 	}
 	results.wrote(int64(len(dsRows)))
-	settled := func() bool {
-		its, err := d.items()
-		if err != nil {
-			return false
-		}
-		n := 0
-		for _, it := range its {
-			if it.Kind == "datasource" && (strings.Contains(it.Key, "file_") || strings.Contains(it.Key, "pool_")) {
-				if it.State == "ready" || it.State == "pending" {
-					return false
-				}
-				n++
-			}
-		}
-		return n == len(dsRows)
-	}
-	eventually(t, "hostile datasources settled", settled)
+	waitSettled(t, d, "hostile datasources settled", len(dsRows),
+		func(it item) bool {
+			return it.Kind == "datasource" && (strings.Contains(it.Key, "file_") || strings.Contains(it.Key, "pool_"))
+		},
+		func(it item) bool { return it.State != "ready" && it.State != "pending" })
 	its, _ = d.items()
 	for _, it := range its {
 		if strings.Contains(it.Key, "file_") || strings.Contains(it.Key, "pool_") {
@@ -460,19 +459,9 @@ SELECT 'object:h' || i, 'object', 'h' || i, '{"fields":{"name":{"type":"text"}}}
 		execSQL(t, pgURL, upsertMetadata, row.typ+":"+name, row.typ, name, row.body)
 	}
 	results.wrote(int64(len(hugeRows)))
-	eventually(t, "huge rows held", func() bool {
-		its, err := d.items()
-		if err != nil {
-			return false
-		}
-		n := 0
-		for _, it := range its {
-			if strings.Contains(it.Key, "huge_") && it.State == "held" {
-				n++
-			}
-		}
-		return n == len(hugeRows)
-	})
+	waitSettled(t, d, "huge rows held", len(hugeRows),
+		func(it item) bool { return strings.Contains(it.Key, "huge_") },
+		func(it item) bool { return it.State == "held" })
 	its, _ = d.items()
 	for _, it := range its {
 		_, name, _ := strings.Cut(it.Key, "/")
