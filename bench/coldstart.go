@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/objectstack-fleet/reconciler/registry"
+	"github.com/objectstack-fleet/reconciler/snapshot"
 )
 
 // coldResult is a cold start at one size: relist + materialize every entry
@@ -72,4 +73,48 @@ func measureCold(ctx context.Context, cfg Config, db *benchDB, runs int, logf fu
 	logf("cold start %8d rows: %d items in %.0f ms, %.0f B heap/item, %.0f B RSS/item",
 		db.rows, res.Items, res.StartMS, res.HeapPerItem, res.RSSPerItem)
 	return res, nil
+}
+
+// ColdConfig is one cold-start measurement on its own (reconciler-bench-cold).
+type ColdConfig struct {
+	AdminURL string // PostgreSQL admin URL; the database is created beside it
+	Rows     int    // sys_metadata rows seeded
+	Runs     int    // cold starts measured (the figure is their median)
+	Reuse    bool   // keep an existing seeded database of that size
+}
+
+// RunCold seeds (or reuses) a database of cfg.Rows rows and measures cold
+// starts in this process: relist and materialize every entry with a no-op
+// engine. Each start is a new store, loop and registries; the process is
+// warm after the first (use -runs 1 and a fresh process for a cold figure).
+func RunCold(ctx context.Context, cfg ColdConfig, log func(string, ...any)) (float64, error) {
+	name := "reconciler_bench_cold_" + strconv.Itoa(cfg.Rows)
+	var db *benchDB
+	if cfg.Reuse {
+		u, err := withDatabase(cfg.AdminURL, name)
+		if err != nil {
+			return 0, err
+		}
+		if s, err := snapshot.Open(u, snapshot.OpenOptions{}); err == nil {
+			err = s.CheckSchema(ctx)
+			s.Close()
+			if err == nil {
+				db = &benchDB{name: name, url: u, rows: cfg.Rows}
+			}
+		}
+	}
+	if db == nil {
+		var err error
+		if db, err = createDB(ctx, cfg.AdminURL, name, cfg.Rows); err != nil {
+			return 0, err
+		}
+	}
+	if cfg.Runs < 1 {
+		return 0, nil
+	}
+	res, err := measureCold(ctx, Config{}, db, cfg.Runs, log)
+	if err != nil {
+		return 0, err
+	}
+	return res.StartMS, nil
 }
