@@ -495,20 +495,13 @@ func real4(p *float32) float64 {
 
 func queueMetadata(b *pgx.Batch, rows *Rows, query string, args ...any) {
 	b.Queue(query, args...).Query(func(r pgx.Rows) error {
-		var err error
+		var (
+			d   metadataDecoder
+			err error
+		)
 		rows.Metadata, err = collectRows(r, func(r pgx.CollectableRow) (MetadataRow, error) {
-			var (
-				m                                      MetadataRow
-				typ, name, org, pkg, state, body, csum *string
-				version                                *float32
-				at                                     *time.Time
-			)
-			err := r.Scan(&m.ID, &typ, &name, &org, &pkg, &state, &body, &version, &csum, &m.Revision, &at, &m.Withheld)
-			m.Type, m.Name, m.OrganizationID, m.PackageID, m.State = str(typ), str(name), str(org), str(pkg), str(state)
-			if body != nil {
-				m.Metadata = json.RawMessage(*body)
-			}
-			m.Version, m.Checksum, m.UpdatedAt = real4(version), str(csum), timeOf(at)
+			var m MetadataRow
+			err := d.decode(r, &m)
 			return m, err
 		})
 		return err
