@@ -60,7 +60,7 @@ type metadataDecoder struct {
 	version     float64
 }
 
-// decode reads the current row of r into m.
+// decode reads the current row of r into m, a zero MetadataRow.
 func (d *metadataDecoder) decode(r pgx.CollectableRow, m *MetadataRow) error {
 	if !d.checked {
 		d.checked, d.raw = true, rawMetadata(r.FieldDescriptions())

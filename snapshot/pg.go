@@ -437,12 +437,16 @@ func (p *PG) Relist(ctx context.Context) (Rows, Cursor, error) {
 // needs them). Errors name url and go through interpret.
 func (p *PG) relistIn(ctx context.Context, pool *pgxpool.Pool, url string, seen *[]string, interpret func(op string, err error) error) (Rows, Cursor, error) {
 	var (
-		rows Rows
-		c    Cursor
+		rows   Rows
+		c      Cursor
+		active int
 	)
+	// The active rows are counted in the transaction's snapshot, so the
+	// select's rows fill a slice made at their number.
 	q := `SELECT pg_current_snapshot()::text, store_id,
-  greatest((SELECT max(seq) FROM sys_reconcile_journal), pruned_seq), now()`
-	dest := []any{&c.Snapshot, &c.StoreID, &c.Seq, &c.At}
+  greatest((SELECT max(seq) FROM sys_reconcile_journal), pruned_seq), now(),
+  (SELECT count(*) FROM sys_metadata WHERE state = 'active')`
+	dest := []any{&c.Snapshot, &c.StoreID, &c.Seq, &c.At, &active}
 	if seen != nil {
 		q += `,
   ARRAY(SELECT DISTINCT j.xid::text FROM sys_reconcile_journal j WHERE j.xid >= pg_snapshot_xmin(pg_current_snapshot()))`
@@ -455,7 +459,7 @@ FROM sys_reconciler_state WHERE id = 1`
 			return err
 		}
 		b := &pgx.Batch{}
-		queueMetadata(b, &rows, p.relistMetadata)
+		queueMetadata(b, &rows, active, p.relistMetadata)
 		queueSecrets(b, &rows, pgSelectSecret+" ORDER BY s.id")
 		queueCredentials(b, &rows, pgSelectCredential+" ORDER BY c.ref")
 		return tx.SendBatch(ctx, b).Close()
@@ -493,17 +497,15 @@ func real4(p *float32) float64 {
 	return f
 }
 
-func queueMetadata(b *pgx.Batch, rows *Rows, query string, args ...any) {
+// queueMetadata queues a select of metadata rows (n: how many it returns,
+// or at most, when known; it sizes the slice).
+func queueMetadata(b *pgx.Batch, rows *Rows, n int, query string, args ...any) {
 	b.Queue(query, args...).Query(func(r pgx.Rows) error {
 		var (
 			d   metadataDecoder
 			err error
 		)
-		rows.Metadata, err = collectRows(r, func(r pgx.CollectableRow) (MetadataRow, error) {
-			var m MetadataRow
-			err := d.decode(r, &m)
-			return m, err
-		})
+		rows.Metadata, err = collectRows(r, n, d.decode)
 		return err
 	})
 }
@@ -572,7 +574,7 @@ func (p *PG) Read(ctx context.Context, addrs []Address) (Rows, error) {
 	var rows Rows
 	b := &pgx.Batch{}
 	if len(meta) > 0 {
-		queueMetadata(b, &rows, p.selMetadata+" WHERE m.id = ANY($1) ORDER BY m.id", meta)
+		queueMetadata(b, &rows, len(meta), p.selMetadata+" WHERE m.id = ANY($1) ORDER BY m.id", meta)
 	}
 	if len(secret) > 0 {
 		queueSecrets(b, &rows, pgSelectSecret+" WHERE s.id = ANY($1) ORDER BY s.id", secret)
