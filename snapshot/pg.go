@@ -405,12 +405,14 @@ FROM sys_metadata m LEFT JOIN sys_reconciler_revision r ON r.source = 'sys_metad
 	// pgSelectMetadata, the revisions' source = constant sits below the
 	// outer join, so the planner does not see their index as ordered by key
 	// and sorts them all first (on disk past work_mem: ~100ms at 100k rows
-	// before the first row). The subquery (OFFSET 0 keeps it one) reads
-	// them in key order from their index instead. A read by ids keeps
-	// pgSelectMetadata, which probes that index per id.
+	// before the first row). The subquery reads them in key order from that
+	// index instead; DISTINCT ON (a no-op: the key is unique per source)
+	// keeps it a subquery and tells the planner so, which spares the merge
+	// join a Materialize. A read by ids keeps pgSelectMetadata, which
+	// probes that index per id.
 	pgRelistMetadata = pgMetadataColumns + `
-FROM sys_metadata m LEFT JOIN (SELECT key, revision, updated_at FROM sys_reconciler_revision
-  WHERE source = 'sys_metadata' ORDER BY key OFFSET 0) r ON r.key = m.id
+FROM sys_metadata m LEFT JOIN (SELECT DISTINCT ON (key) key, revision, updated_at FROM sys_reconciler_revision
+  WHERE source = 'sys_metadata' ORDER BY key) r ON r.key = m.id
 WHERE m.state = 'active' ORDER BY m.id`
 	pgSelectSecret = `SELECT s.id, s.namespace, s.key, s.kms_key_id, s.alg, s.ciphertext, s.organization_id, s.version,
   coalesce(r.revision, 0), coalesce(r.updated_at, s.updated_at)
