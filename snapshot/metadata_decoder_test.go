@@ -56,7 +56,7 @@ func TestMetadataDecoderMatchesScan(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer tx.Rollback(ctx) //nolint:errcheck // read-only
+	defer func() { _ = tx.Rollback(ctx) }() // read-only: nothing to keep
 	rows, err := tx.Query(ctx, p.relistMetadata)
 	if err != nil {
 		t.Fatal(err)
