@@ -58,13 +58,14 @@ func kindOf(raw []byte) string {
 	}
 }
 
-// decodeBody validates the body, which must be one JSON object.
-func decodeBody(body []byte, a *arena) (obj, error) {
+// decodeBody reads the body, which must be one JSON object; with validate
+// it is checked to be valid JSON first.
+func decodeBody(body []byte, a *arena, validate bool) (obj, error) {
 	t := bytes.TrimSpace(body)
 	if len(t) == 0 || t[0] != '{' {
 		return obj{}, faultf("", "metadata is not a JSON object")
 	}
-	if !json.Valid(t) {
+	if validate && !json.Valid(t) {
 		var v any
 		err := json.Unmarshal(t, &v) // only to say where
 		return obj{}, faultf("", "metadata is not valid JSON: %s", jsonError(err))

@@ -45,7 +45,7 @@ func (p *parser) field(e entry) (Field, error) {
 		return Field{}, err
 	}
 	f := Field{Name: e.key}
-	typ, ok, err := fo.str("type")
+	typ, ok, err := fo.fieldType()
 	if err != nil {
 		return Field{}, err
 	}
@@ -72,4 +72,52 @@ func (p *parser) field(e entry) (Field, error) {
 		}
 	}
 	return f, nil
+}
+
+// fieldType reads a field's "type" like str, without allocating for the
+// platform's common field types (a body has a type per field).
+func (o obj) fieldType() (string, bool, error) {
+	raw, ok := o.get("type")
+	if ok && len(raw) > 2 && raw[0] == '"' {
+		if t, known := commonFieldType(raw[1 : len(raw)-1]); known {
+			return t, true, nil
+		}
+	}
+	return o.str("type")
+}
+
+// commonFieldType returns the constant for the common field type b (the
+// conversion in a switch does not allocate).
+func commonFieldType(b []byte) (string, bool) {
+	switch string(b) {
+	case "text":
+		return "text", true
+	case "textarea":
+		return "textarea", true
+	case "number":
+		return "number", true
+	case "currency":
+		return "currency", true
+	case "percent":
+		return "percent", true
+	case "select":
+		return "select", true
+	case "boolean":
+		return "boolean", true
+	case "date":
+		return "date", true
+	case "datetime":
+		return "datetime", true
+	case "lookup":
+		return "lookup", true
+	case "master_detail":
+		return "master_detail", true
+	case "email":
+		return "email", true
+	case "phone":
+		return "phone", true
+	case "url":
+		return "url", true
+	}
+	return "", false
 }

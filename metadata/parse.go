@@ -11,13 +11,24 @@ package metadata
 // linear in the body, which lim bounds along with the number of distinct
 // references.
 func Parse(typ, name string, body []byte, lim Limits) (*Item, error) {
+	return parse(typ, name, body, lim, true)
+}
+
+// ParseValid is Parse for a body the caller has already proved to be valid
+// JSON (canonicalizing it for a checksum or signature does): it skips the
+// validation pass. body must be valid JSON.
+func ParseValid(typ, name string, body []byte, lim Limits) (*Item, error) {
+	return parse(typ, name, body, lim, false)
+}
+
+func parse(typ, name string, body []byte, lim Limits, validate bool) (*Item, error) {
 	lim = lim.withDefaults()
 	if err := lim.CheckBody(int64(len(body))); err != nil {
 		return nil, err
 	}
 	a := getArena()
 	defer putArena(a)
-	root, err := decodeBody(body, a)
+	root, err := decodeBody(body, a, validate)
 	if err != nil {
 		return nil, err
 	}
