@@ -291,37 +291,44 @@ func materialized(inst registry.Instance, err error) outcome {
 // one line, counts it in t and returns the change.
 func (r *Reconciler) record(ctx context.Context, st step, o outcome, t *tally) Change {
 	now := time.Now()
-	e := registry.Entry{Kind: st.ref.Kind, Key: st.ref.Key, Revision: st.rev, Signature: st.sig,
-		State: o.state, Reason: o.reason, Since: now}
-	var prev registry.Entry
-	if p, ok := r.regs.Of(st.ref.Kind).Get(st.ref.Key); ok {
-		prev = p
-		if prev.State == o.state {
-			e.Since = prev.Since
+	var (
+		e         registry.Entry
+		prevState registry.State
+		toClose   registry.Instance
+	)
+	r.regs.Of(st.ref.Kind).Upsert(st.ref.Key, func(cur *registry.Entry, existed bool) {
+		e = registry.Entry{Kind: st.ref.Kind, Key: st.ref.Key, KeyParts: cur.KeyParts, Revision: st.rev, Signature: st.sig,
+			State: o.state, Reason: o.reason, Since: now}
+		if existed {
+			prevState = cur.State
+			if cur.State == o.state {
+				e.Since = cur.Since
+			}
+			e.Instance, e.ServingRevision, e.ServingSignature = cur.Instance, cur.ServingRevision, cur.ServingSignature
+			if o.state == registry.StateDegraded && cur.State == registry.StateDegraded && cur.Signature == st.sig {
+				e.Attempts = cur.Attempts
+			}
 		}
-		e.Instance, e.ServingRevision, e.ServingSignature = prev.Instance, prev.ServingRevision, prev.ServingSignature
-		if o.state == registry.StateDegraded && prev.State == registry.StateDegraded && prev.Signature == st.sig {
-			e.Attempts = prev.Attempts
+		switch {
+		case o.state == registry.StateReady:
+			toClose = e.Instance // swap: the new one is ready, close the old
+			e.Instance, e.ServingRevision, e.ServingSignature = o.inst, st.rev, st.sig
+		case o.dropInstance:
+			toClose = e.Instance
+			e.Instance, e.ServingRevision, e.ServingSignature = nil, 0, ""
 		}
-	}
-	var toClose registry.Instance
-	switch {
-	case o.state == registry.StateReady:
-		toClose = e.Instance // swap: the new one is ready, close the old
-		e.Instance, e.ServingRevision, e.ServingSignature = o.inst, st.rev, st.sig
-	case o.dropInstance:
-		toClose = e.Instance
-		e.Instance, e.ServingRevision, e.ServingSignature = nil, 0, ""
-	}
+		if o.state == registry.StateDegraded {
+			e.Attempts++
+			e.RetryAt = now.Add(r.retryBackoff(e.Attempts))
+		}
+		*cur = e
+	})
 	if o.state == registry.StateDegraded {
-		e.Attempts++
-		e.RetryAt = now.Add(r.retryBackoff(e.Attempts))
 		r.retries[st.ref] = e.RetryAt
-	} else {
+	} else if len(r.retries) > 0 {
 		delete(r.retries, st.ref)
 	}
-	r.regs.Of(st.ref.Kind).Put(e)
-	t.move(st.ref.Kind, prev.State, e.State)
+	t.move(st.ref.Kind, prevState, e.State)
 	if toClose != nil {
 		r.closeInstance(ctx, st.ref.Kind, st.ref.Key, toClose)
 	}

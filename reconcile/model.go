@@ -141,8 +141,16 @@ func (m *model) putAll(ns []*node) {
 	}()
 	go func() {
 		defer wg.Done()
-		for _, n := range won {
-			m.bySym[n.sym] = append(m.bySym[n.sym], n.ref)
+		// Most symbols have one candidate: theirs share one array (a
+		// second candidate moves its symbol's list out of it).
+		one := make([]registry.Ref, len(won))
+		for i, n := range won {
+			if c, ok := m.bySym[n.sym]; ok {
+				m.bySym[n.sym] = append(c, n.ref)
+				continue
+			}
+			one[i] = n.ref
+			m.bySym[n.sym] = one[i : i+1 : i+1]
 		}
 	}()
 	// Referrers per symbol, counted first: each set is made at its size.

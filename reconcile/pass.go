@@ -280,6 +280,16 @@ func (r *Reconciler) relistPass(ctx context.Context, trig Trigger) ([]Change, er
 		return nil, fmt.Errorf("relist (%s): %w", trig, err)
 	}
 	r.metrics.Relists.WithLabelValues(string(trig)).Inc()
+	changes := r.applyAll(ctx, all)
+	r.cursor = cur
+	r.relistReason = ""
+	r.markSynced()
+	return changes, nil
+}
+
+// applyAll rebuilds the model from every row and applies every entry
+// whose signature changed, evicting what is no longer desired.
+func (r *Reconciler) applyAll(ctx context.Context, all snapshot.Rows) []Change {
 	rows := make(rowSet, all.Len())
 	rows.add(all)
 	r.model = r.buildModel(all)
@@ -295,11 +305,7 @@ func (r *Reconciler) relistPass(ctx context.Context, trig Trigger) ([]Change, er
 			}
 		}
 	}
-	changes := r.apply(ctx, refs, rows, nil)
-	r.cursor = cur
-	r.relistReason = ""
-	r.markSynced()
-	return changes, nil
+	return r.apply(ctx, refs, rows, nil)
 }
 
 func sameWants(a, b []want) bool {
