@@ -26,7 +26,7 @@ func (p *parser) object() error {
 	if err != nil {
 		return err
 	}
-	if len(es) > 0 {
+	if len(es) > 0 && !p.refsOnly {
 		o.Fields = make([]Field, 0, len(es))
 	}
 	for _, e := range es {
@@ -34,17 +34,22 @@ func (p *parser) object() error {
 		if err != nil {
 			return err
 		}
-		o.Fields = append(o.Fields, f)
+		if !p.refsOnly {
+			o.Fields = append(o.Fields, f)
+		}
 	}
 	return eachObject(p.root, "listViews", p.listView)
 }
 
 func (p *parser) field(e entry) (Field, error) {
-	fo, err := p.root.asMember(e.val, "fields", e.key)
+	fo, err := p.root.asMember(e, "fields")
 	if err != nil {
 		return Field{}, err
 	}
-	f := Field{Name: e.key}
+	var f Field
+	if !p.refsOnly {
+		f.Name = e.key()
+	}
 	typ, ok, err := fo.fieldType()
 	if err != nil {
 		return Field{}, err

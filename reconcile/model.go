@@ -350,7 +350,7 @@ func metadataNode(row *snapshot.MetadataRow, lim metadata.Limits) *node {
 	}
 	parse := metadata.Parse // the fault of a body that is not JSON says where
 	if canonical {
-		parse = metadata.ParseValid
+		parse = metadata.Refs
 	}
 	it, err := parse(row.Type, row.Name, row.Metadata, lim)
 	if err != nil {
