@@ -2,39 +2,22 @@ package snapshot
 
 import "github.com/jackc/pgx/v5"
 
-// maxChunk bounds the chunks collectRows scans into.
-const maxChunk = 8192
-
-// collectRows is pgx.CollectRows for large results: rows are scanned into
-// chunks of growing size and copied once into a slice of the exact length,
-// instead of into one slice copied at each growth (a relist of a million
-// rows moved several times its size).
-func collectRows[T any](rows pgx.Rows, fn pgx.RowToFunc[T]) ([]T, error) {
+// collectRows is pgx.CollectRows for large results: fn decodes each row in
+// place into a slice made for n rows (the count, when the caller knows it),
+// so that a relist of a million rows is neither copied out of fn's result
+// nor moved as the slice grows. Rows past n are appended.
+func collectRows[T any](rows pgx.Rows, n int, fn func(r pgx.CollectableRow, dst *T) error) ([]T, error) {
 	defer rows.Close()
-	var full [][]T
-	n := 0
-	cur := make([]T, 0, 64)
+	out := make([]T, 0, max(n, 0))
+	var zero T
 	for rows.Next() {
-		if len(cur) == cap(cur) {
-			full = append(full, cur)
-			cur = make([]T, 0, min(2*cap(cur), maxChunk))
-		}
-		v, err := fn(rows)
-		if err != nil {
+		out = append(out, zero)
+		if err := fn(rows, &out[len(out)-1]); err != nil {
 			return nil, err
 		}
-		cur = append(cur, v)
-		n++
 	}
 	if err := rows.Err(); err != nil {
 		return nil, err
 	}
-	if len(full) == 0 {
-		return cur, nil
-	}
-	out := make([]T, 0, n)
-	for _, c := range full {
-		out = append(out, c...)
-	}
-	return append(out, cur...), nil
+	return out, nil
 }

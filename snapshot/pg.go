@@ -34,8 +34,9 @@ type PG struct {
 	standby *standby
 	// stallGate remembers what past polls and stall checks saw.
 	stallGate stallGate
-	// selMetadata selects metadata rows, bodies above the cap withheld.
-	selMetadata string
+	// selMetadata selects metadata rows, bodies above the cap withheld;
+	// relistMetadata selects the active ones for a relist.
+	selMetadata, relistMetadata string
 }
 
 var (
@@ -60,7 +61,8 @@ func newPG(rawURL string, opts OpenOptions, tweak func(*pgxpool.Config)) (*PG, e
 		return nil, err
 	}
 	p := &PG{pool: pool, url: RedactURL(rawURL), pw: urlPassword(rawURL), log: logger(opts),
-		selMetadata: selectBody(pgSelectMetadata, "octet_length(m.metadata)", opts.MaxBodyBytes)}
+		selMetadata:    selectBody(pgSelectMetadata, "octet_length(m.metadata)", opts.MaxBodyBytes),
+		relistMetadata: selectBody(pgRelistMetadata, "octet_length(m.metadata)", opts.MaxBodyBytes)}
 	if opts.ReadURL != "" {
 		read, err := newPool(opts.ReadURL, opts, tweak)
 		if err != nil {
@@ -392,11 +394,26 @@ func (p *PG) Poll(ctx context.Context, cur Cursor) ([]Address, Cursor, error) {
 // time from sys_reconciler_revision (a row without one reads revision 0;
 // Migrate backfills them).
 const (
-	// pgSelectMetadata's %[1]s is the body column and %[2]s its withheld
+	// pgMetadataColumns's %[1]s is the body column and %[2]s its withheld
 	// length (selectBody).
-	pgSelectMetadata = `SELECT m.id, m.type, m.name, m.organization_id, m.package_id, m.state, %[1]s, m.version,
-  m.checksum, coalesce(r.revision, 0), coalesce(r.updated_at, m.updated_at), %[2]s
+	pgMetadataColumns = `SELECT m.id, m.type, m.name, m.organization_id, m.package_id, m.state, %[1]s, m.version,
+  m.checksum, coalesce(r.revision, 0), coalesce(r.updated_at, m.updated_at), %[2]s`
+	pgSelectMetadata = pgMetadataColumns + `
 FROM sys_metadata m LEFT JOIN sys_reconciler_revision r ON r.source = 'sys_metadata' AND r.key = m.id`
+	// pgRelistMetadata is a relist's select, a merge join of two index
+	// scans in id order that streams from its first row. Joined as in
+	// pgSelectMetadata, the revisions' source = constant sits below the
+	// outer join, so the planner does not see their index as ordered by key
+	// and sorts them all first (on disk past work_mem: ~100ms at 100k rows
+	// before the first row). The subquery reads them in key order from that
+	// index instead; DISTINCT ON (a no-op: the key is unique per source)
+	// keeps it a subquery and tells the planner so, which spares the merge
+	// join a Materialize. A read by ids keeps pgSelectMetadata, which
+	// probes that index per id.
+	pgRelistMetadata = pgMetadataColumns + `
+FROM sys_metadata m LEFT JOIN (SELECT DISTINCT ON (key) key, revision, updated_at FROM sys_reconciler_revision
+  WHERE source = 'sys_metadata' ORDER BY key) r ON r.key = m.id
+WHERE m.state = 'active' ORDER BY m.id`
 	pgSelectSecret = `SELECT s.id, s.namespace, s.key, s.kms_key_id, s.alg, s.ciphertext, s.organization_id, s.version,
   coalesce(r.revision, 0), coalesce(r.updated_at, s.updated_at)
 FROM sys_secret s LEFT JOIN sys_reconciler_revision r ON r.source = 'sys_secret' AND r.key = s.id`
@@ -422,12 +439,16 @@ func (p *PG) Relist(ctx context.Context) (Rows, Cursor, error) {
 // needs them). Errors name url and go through interpret.
 func (p *PG) relistIn(ctx context.Context, pool *pgxpool.Pool, url string, seen *[]string, interpret func(op string, err error) error) (Rows, Cursor, error) {
 	var (
-		rows Rows
-		c    Cursor
+		rows   Rows
+		c      Cursor
+		active int
 	)
+	// The active rows are counted in the transaction's snapshot, so the
+	// select's rows fill a slice made at their number.
 	q := `SELECT pg_current_snapshot()::text, store_id,
-  greatest((SELECT max(seq) FROM sys_reconcile_journal), pruned_seq), now()`
-	dest := []any{&c.Snapshot, &c.StoreID, &c.Seq, &c.At}
+  greatest((SELECT max(seq) FROM sys_reconcile_journal), pruned_seq), now(),
+  (SELECT count(*) FROM sys_metadata WHERE state = 'active')`
+	dest := []any{&c.Snapshot, &c.StoreID, &c.Seq, &c.At, &active}
 	if seen != nil {
 		q += `,
   ARRAY(SELECT DISTINCT j.xid::text FROM sys_reconcile_journal j WHERE j.xid >= pg_snapshot_xmin(pg_current_snapshot()))`
@@ -440,7 +461,7 @@ FROM sys_reconciler_state WHERE id = 1`
 			return err
 		}
 		b := &pgx.Batch{}
-		queueMetadata(b, &rows, p.selMetadata+" WHERE m.state = 'active' ORDER BY m.id")
+		queueMetadata(b, &rows, active, p.relistMetadata)
 		queueSecrets(b, &rows, pgSelectSecret+" ORDER BY s.id")
 		queueCredentials(b, &rows, pgSelectCredential+" ORDER BY c.ref")
 		return tx.SendBatch(ctx, b).Close()
@@ -478,24 +499,15 @@ func real4(p *float32) float64 {
 	return f
 }
 
-func queueMetadata(b *pgx.Batch, rows *Rows, query string, args ...any) {
+// queueMetadata queues a select of metadata rows (n: how many it returns,
+// or at most, when known; it sizes the slice).
+func queueMetadata(b *pgx.Batch, rows *Rows, n int, query string, args ...any) {
 	b.Queue(query, args...).Query(func(r pgx.Rows) error {
-		var err error
-		rows.Metadata, err = collectRows(r, func(r pgx.CollectableRow) (MetadataRow, error) {
-			var (
-				m                                      MetadataRow
-				typ, name, org, pkg, state, body, csum *string
-				version                                *float32
-				at                                     *time.Time
-			)
-			err := r.Scan(&m.ID, &typ, &name, &org, &pkg, &state, &body, &version, &csum, &m.Revision, &at, &m.Withheld)
-			m.Type, m.Name, m.OrganizationID, m.PackageID, m.State = str(typ), str(name), str(org), str(pkg), str(state)
-			if body != nil {
-				m.Metadata = json.RawMessage(*body)
-			}
-			m.Version, m.Checksum, m.UpdatedAt = real4(version), str(csum), timeOf(at)
-			return m, err
-		})
+		var (
+			d   metadataDecoder
+			err error
+		)
+		rows.Metadata, err = collectRows(r, n, d.decode)
 		return err
 	})
 }
@@ -564,7 +576,7 @@ func (p *PG) Read(ctx context.Context, addrs []Address) (Rows, error) {
 	var rows Rows
 	b := &pgx.Batch{}
 	if len(meta) > 0 {
-		queueMetadata(b, &rows, p.selMetadata+" WHERE m.id = ANY($1) ORDER BY m.id", meta)
+		queueMetadata(b, &rows, len(meta), p.selMetadata+" WHERE m.id = ANY($1) ORDER BY m.id", meta)
 	}
 	if len(secret) > 0 {
 		queueSecrets(b, &rows, pgSelectSecret+" WHERE s.id = ANY($1) ORDER BY s.id", secret)

@@ -226,6 +226,37 @@ func TestReadPlanUsesIndexes(t *testing.T) {
 	}
 }
 
+// TestRelistPlanStreams: a relist's metadata select is a merge join of
+// index scans, sorting and materializing nothing: its first row comes
+// without reading every revision first.
+func TestRelistPlanStreams(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	p, _, _ := newTracedPG(t)
+	for _, q := range []string{
+		`INSERT INTO sys_metadata (id, type, name, metadata) SELECT 'm' || g, 'object', 'o' || g, '{}' FROM generate_series(1, 5000) g`,
+		"ANALYZE",
+	} {
+		if _, err := p.pool.Exec(ctx, q); err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+	}
+	rows, err := p.pool.Query(ctx, "EXPLAIN "+p.relistMetadata)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		t.Fatal(err)
+	}
+	plan := strings.Join(lines, "\n")
+	if !strings.Contains(plan, "Merge Left Join") || strings.Contains(plan, "Sort") || strings.Contains(plan, "Materialize") ||
+		!strings.Contains(plan, "sys_metadata_pkey") || !strings.Contains(plan, "sys_reconciler_revision_pkey") {
+		t.Errorf("relist plan sorts or scans a table:\n%s", plan)
+	}
+	t.Logf("%s", plan)
+}
+
 func TestListenReconnects(t *testing.T) {
 	t.Parallel()
 	p, _, _ := newTracedPG(t)
