@@ -34,6 +34,11 @@ func TestCorpus(t *testing.T) {
 		if err := metadata.VerifyChecksum(c.Body, mustChecksum(t, c.Body)); err != nil {
 			t.Errorf("%s/%s: %v", c.Type, c.Name, err)
 		}
+		if lean, err := metadata.Refs(c.Type, c.Name, c.Body, metadata.Limits{}); err != nil {
+			t.Errorf("%s/%s: Refs: %v", c.Type, c.Name, err)
+		} else if !slices.Equal(lean.Refs, it.Refs) || lean.Desired != it.Desired {
+			t.Errorf("%s/%s: Refs gives %v %v, Parse %v %v", c.Type, c.Name, lean.Refs, lean.Desired, it.Refs, it.Desired)
+		}
 		refCount += len(it.Refs)
 		held := false
 		for _, r := range it.Refs {

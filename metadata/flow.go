@@ -71,7 +71,7 @@ func (p *parser) flowObject(cfg obj, key string) error {
 // regions walks the config members of a node that hold nested graphs.
 func (p *parser) regions(cfg obj, depth int) error {
 	for _, e := range dedupe(cfg.es) {
-		key, raw := e.key, e.val
+		key, raw := e.key(), e.val
 		switch kindOf(raw) {
 		case "an object":
 			g, err := cfg.asObject(raw, cfg.at(key))

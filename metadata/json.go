@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"sync"
 	"unicode/utf8"
 )
@@ -17,7 +18,7 @@ import (
 // when keyed (built only when a fault names it).
 type obj struct {
 	base  string
-	key   string
+	key   entry // the member o is the value of, when keyed
 	keyed bool
 	es    []entry // in body order; a repeated key appears each time
 	a     *arena  // where the members of objects below are listed
@@ -26,15 +27,44 @@ type obj struct {
 // path is where o sits in the body.
 func (o obj) path() string {
 	if o.keyed {
-		return member(o.base, o.key)
+		return member(o.base, o.key.key())
 	}
 	return o.base
 }
 
-// entry is one member of a JSON object.
+// entry is one member of a JSON object. Its name is decoded only when
+// asked for: most are only compared, and a name compared costs nothing.
 type entry struct {
-	key string
+	raw []byte // the name between its quotes, as written
+	esc bool   // raw has an escape or is not UTF-8: compare it decoded
 	val []byte
+}
+
+// key returns the member's name.
+func (e entry) key() string {
+	if !e.esc {
+		if k, ok := knownKey(e.raw); ok {
+			return k
+		}
+		return string(e.raw)
+	}
+	return decode(e.raw)
+}
+
+// is reports whether the member is named s.
+func (e entry) is(s string) bool {
+	if !e.esc {
+		return string(e.raw) == s // compared in place: no allocation
+	}
+	return decode(e.raw) == s
+}
+
+// sameKey reports whether e and f have the same name.
+func (e entry) sameKey(f entry) bool {
+	if !e.esc && !f.esc {
+		return bytes.Equal(e.raw, f.raw)
+	}
+	return e.key() == f.key()
 }
 
 // kindOf names the JSON kind of a raw value for messages.
@@ -58,13 +88,14 @@ func kindOf(raw []byte) string {
 	}
 }
 
-// decodeBody validates the body, which must be one JSON object.
-func decodeBody(body []byte, a *arena) (obj, error) {
+// decodeBody reads the body, which must be one JSON object; with validate
+// it is checked to be valid JSON first.
+func decodeBody(body []byte, a *arena, validate bool) (obj, error) {
 	t := bytes.TrimSpace(body)
 	if len(t) == 0 || t[0] != '{' {
 		return obj{}, faultf("", "metadata is not a JSON object")
 	}
-	if !json.Valid(t) {
+	if validate && !json.Valid(t) {
 		var v any
 		err := json.Unmarshal(t, &v) // only to say where
 		return obj{}, faultf("", "metadata is not valid JSON: %s", jsonError(err))
@@ -90,19 +121,19 @@ func (o obj) asObject(raw []byte, path string) (obj, error) {
 	return obj{base: path, es: o.a.members(raw), a: o.a}, nil
 }
 
-// asMember reads raw (valid JSON, a member of o) as the object at member
-// key of base.
-func (o obj) asMember(raw []byte, base, key string) (obj, error) {
-	if len(raw) == 0 || raw[0] != '{' {
-		return obj{}, faultf(member(base, key), "must be a JSON object, not %s", kindOf(raw))
+// asMember reads the value of e (a member of an object at base) as the
+// object at member e of base.
+func (o obj) asMember(e entry, base string) (obj, error) {
+	if len(e.val) == 0 || e.val[0] != '{' {
+		return obj{}, faultf(member(base, e.key()), "must be a JSON object, not %s", kindOf(e.val))
 	}
-	return obj{base: base, key: key, keyed: true, es: o.a.members(raw), a: o.a}, nil
+	return obj{base: base, key: e, keyed: true, es: o.a.members(e.val), a: o.a}, nil
 }
 
 // get returns the value of key (the last one if it repeats).
 func (o obj) get(key string) ([]byte, bool) {
 	for i := len(o.es) - 1; i >= 0; i-- {
-		if o.es[i].key == key {
+		if o.es[i].is(key) {
 			return o.es[i].val, true
 		}
 	}
@@ -196,14 +227,29 @@ func dedupe(es []entry) []entry {
 	if len(es) <= smallSet {
 		for i := 1; i < len(es); i++ {
 			for j := 0; j < i; j++ {
-				if es[i].key == es[j].key {
+				if es[i].sameKey(es[j]) {
 					return dedupeMap(es)
 				}
 			}
 		}
 		return es // no key repeats
 	}
-	return dedupeMap(es)
+	// Many members: look for a repeat among the names in order (no
+	// string per name), and build the map only if one repeats.
+	names := make([][]byte, len(es))
+	for i, e := range es {
+		if e.esc {
+			return dedupeMap(es)
+		}
+		names[i] = e.raw
+	}
+	slices.SortFunc(names, bytes.Compare)
+	for i := 1; i < len(names); i++ {
+		if bytes.Equal(names[i], names[i-1]) {
+			return dedupeMap(es)
+		}
+	}
+	return es
 }
 
 // smallSet is the size up to which comparing every pair beats a map.
@@ -213,18 +259,19 @@ func dedupeMap(es []entry) []entry {
 	pos := make(map[string]int, len(es))
 	out := make([]entry, 0, len(es))
 	for _, e := range es {
-		if i, dup := pos[e.key]; dup {
+		k := e.key()
+		if i, dup := pos[k]; dup {
 			out[i].val = e.val
 			continue
 		}
-		pos[e.key] = len(out)
+		pos[k] = len(out)
 		out = append(out, e)
 	}
 	return out
 }
 
 // knownKey returns the member names the rules read as constants, so that
-// reading them allocates nothing (the conversion in a switch does not).
+// asking for them allocates nothing (the conversion in a switch does not).
 func knownKey(b []byte) (string, bool) {
 	switch string(b) {
 	case "name":
@@ -289,14 +336,12 @@ func members(b []byte, es []entry) []entry {
 	i := skipWS(b, 1)
 	for i < len(b) && b[i] != '}' {
 		kEnd := stringEnd(b, i)
-		key, ok := knownKey(b[i+1 : kEnd-1])
-		if !ok {
-			key = unquote(b[i:kEnd])
-		}
+		raw := b[i+1 : kEnd-1]
+		esc := bytes.IndexByte(raw, '\\') >= 0 || !utf8.Valid(raw)
 		i = skipWS(b, kEnd) + 1 // ':'
 		i = skipWS(b, i)
 		vEnd := valueEnd(b, i)
-		es = append(es, entry{key: key, val: b[i:vEnd]})
+		es = append(es, entry{raw: raw, esc: esc, val: b[i:vEnd]})
 		i = skipWS(b, vEnd)
 		if i < len(b) && b[i] == ',' {
 			i = skipWS(b, i+1)
@@ -390,4 +435,11 @@ func unquote(q []byte) string {
 	var s string
 	_ = json.Unmarshal(q, &s) // q is valid JSON
 	return s
+}
+
+// decode is unquote for a string's contents (quotes excluded).
+func decode(in []byte) string {
+	q := make([]byte, 0, len(in)+2)
+	q = append(append(append(q, '"'), in...), '"')
+	return unquote(q)
 }

@@ -3,6 +3,7 @@ package metadata
 import (
 	"bytes"
 	"encoding/json"
+	"slices"
 	"testing"
 )
 
@@ -29,9 +30,9 @@ func FuzzMembers(f *testing.F) {
 			t.Fatalf("%d members, want %d", len(got), len(want))
 		}
 		for _, e := range got {
-			w, ok := want[e.key]
+			w, ok := want[e.key()]
 			if !ok || !bytes.Equal(e.val, bytes.TrimSpace(w)) {
-				t.Fatalf("member %q = %s, want %s", e.key, e.val, w)
+				t.Fatalf("member %q = %s, want %s", e.key(), e.val, w)
 			}
 			if e.val[0] == '"' {
 				var s string
@@ -83,6 +84,14 @@ func FuzzParse(f *testing.F) {
 				t.Fatalf("bad refs %v", it.Refs)
 			}
 			seen[r] = true
+		}
+		// Refs says the same of a body Parse accepted.
+		lean, err := Refs(typ, "n", body, Limits{})
+		if err != nil {
+			t.Fatalf("Refs: %v", err)
+		}
+		if !slices.Equal(lean.Refs, it.Refs) || lean.Desired != it.Desired {
+			t.Fatalf("Refs: %v %v, Parse: %v %v", lean.Refs, lean.Desired, it.Refs, it.Desired)
 		}
 	})
 }

@@ -26,7 +26,7 @@ func (p *parser) object() error {
 	if err != nil {
 		return err
 	}
-	if len(es) > 0 {
+	if len(es) > 0 && !p.refsOnly {
 		o.Fields = make([]Field, 0, len(es))
 	}
 	for _, e := range es {
@@ -34,18 +34,23 @@ func (p *parser) object() error {
 		if err != nil {
 			return err
 		}
-		o.Fields = append(o.Fields, f)
+		if !p.refsOnly {
+			o.Fields = append(o.Fields, f)
+		}
 	}
 	return eachObject(p.root, "listViews", p.listView)
 }
 
 func (p *parser) field(e entry) (Field, error) {
-	fo, err := p.root.asMember(e.val, "fields", e.key)
+	fo, err := p.root.asMember(e, "fields")
 	if err != nil {
 		return Field{}, err
 	}
-	f := Field{Name: e.key}
-	typ, ok, err := fo.str("type")
+	var f Field
+	if !p.refsOnly {
+		f.Name = e.key()
+	}
+	typ, ok, err := fo.fieldType()
 	if err != nil {
 		return Field{}, err
 	}
@@ -72,4 +77,52 @@ func (p *parser) field(e entry) (Field, error) {
 		}
 	}
 	return f, nil
+}
+
+// fieldType reads a field's "type" like str, without allocating for the
+// platform's common field types (a body has a type per field).
+func (o obj) fieldType() (string, bool, error) {
+	raw, ok := o.get("type")
+	if ok && len(raw) > 2 && raw[0] == '"' {
+		if t, known := commonFieldType(raw[1 : len(raw)-1]); known {
+			return t, true, nil
+		}
+	}
+	return o.str("type")
+}
+
+// commonFieldType returns the constant for the common field type b (the
+// conversion in a switch does not allocate).
+func commonFieldType(b []byte) (string, bool) {
+	switch string(b) {
+	case "text":
+		return "text", true
+	case "textarea":
+		return "textarea", true
+	case "number":
+		return "number", true
+	case "currency":
+		return "currency", true
+	case "percent":
+		return "percent", true
+	case "select":
+		return "select", true
+	case "boolean":
+		return "boolean", true
+	case "date":
+		return "date", true
+	case "datetime":
+		return "datetime", true
+	case "lookup":
+		return "lookup", true
+	case "master_detail":
+		return "master_detail", true
+	case "email":
+		return "email", true
+	case "phone":
+		return "phone", true
+	case "url":
+		return "url", true
+	}
+	return "", false
 }

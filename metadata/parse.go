@@ -11,17 +11,31 @@ package metadata
 // linear in the body, which lim bounds along with the number of distinct
 // references.
 func Parse(typ, name string, body []byte, lim Limits) (*Item, error) {
+	return parse(typ, name, body, lim, true)
+}
+
+// Refs is Parse for a caller that needs only what an item references and
+// whether it is desired, given a body it has already proved to be valid
+// JSON (canonicalizing it does): it skips the validation pass and leaves
+// an object's fields out of the Item (a field costs an allocation). body
+// must be valid JSON.
+func Refs(typ, name string, body []byte, lim Limits) (*Item, error) {
+	return parse(typ, name, body, lim, false)
+}
+
+// parse is Parse; without validate, Refs.
+func parse(typ, name string, body []byte, lim Limits, validate bool) (*Item, error) {
 	lim = lim.withDefaults()
 	if err := lim.CheckBody(int64(len(body))); err != nil {
 		return nil, err
 	}
 	a := getArena()
 	defer putArena(a)
-	root, err := decodeBody(body, a)
+	root, err := decodeBody(body, a, validate)
 	if err != nil {
 		return nil, err
 	}
-	p := parser{root: root, item: &Item{Type: typ, Name: name, Desired: true}}
+	p := parser{root: root, item: &Item{Type: typ, Name: name, Desired: true}, refsOnly: !validate}
 	if err := p.parse(); err != nil {
 		return nil, err
 	}
@@ -37,6 +51,8 @@ type parser struct {
 	root obj
 	item *Item
 	refs refSet
+	// refsOnly leaves an object's fields out of the item (Refs).
+	refsOnly bool
 }
 
 func (p *parser) parse() error {
@@ -106,7 +122,7 @@ func eachObject(o obj, key string, fn func(obj) error) error {
 	}
 	path := o.at(key)
 	for _, e := range es {
-		v, err := o.asMember(e.val, path, e.key)
+		v, err := o.asMember(e, path)
 		if err != nil {
 			return err
 		}

@@ -54,8 +54,8 @@ func (p *parser) permission() error {
 		return err
 	}
 	for _, e := range objs {
-		if !blank(e.key) && e.key != wildcard {
-			p.refs.add(RefObject, e.key)
+		if k := e.key(); !blank(k) && k != wildcard {
+			p.refs.add(RefObject, k)
 		}
 	}
 	fields, err := p.root.mapOf("fields")
@@ -63,9 +63,10 @@ func (p *parser) permission() error {
 		return err
 	}
 	for _, e := range fields {
-		o, _, ok := strings.Cut(e.key, ".")
+		k := e.key()
+		o, _, ok := strings.Cut(k, ".")
 		if !ok || blank(o) {
-			return faultf(member(p.root.at("fields"), e.key), "must be named \"object.field\"")
+			return faultf(member(p.root.at("fields"), k), "must be named \"object.field\"")
 		}
 		if o != wildcard {
 			p.refs.add(RefObject, o)

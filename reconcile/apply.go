@@ -108,13 +108,15 @@ func (r *Reconciler) apply(ctx context.Context, refs []registry.Ref, rows rowSet
 		r.regs.Of(k).Reserve(n)
 	}
 	now := time.Now()
+	var t tally
 	for _, st := range steps {
 		if st.action == ActionCreate {
 			r.regs.Of(st.ref.Kind).Put(registry.Entry{Key: st.ref.Key, Revision: st.rev,
 				State: registry.StatePending, Reason: "not tried yet", Since: now})
-			r.count(st.ref.Kind, "", registry.StatePending)
+			t.move(st.ref.Kind, "", registry.StatePending)
 		}
 	}
+	r.flush(&t)
 	var changes []Change
 	if n := len(evictions) + len(steps); n > 0 {
 		changes = make([]Change, 0, n)
@@ -238,9 +240,11 @@ func (r *Reconciler) applyKind(ctx context.Context, steps []step) []Change {
 			func(i int, inst registry.Instance, err error) { out[i] = materialized(inst, err) })
 	}
 	changes := make([]Change, 0, len(steps))
+	var t tally
 	for i := range steps {
-		changes = append(changes, r.record(ctx, steps[i], out[i]))
+		changes = append(changes, r.record(ctx, steps[i], out[i], &t))
 	}
+	r.flush(&t)
 	return changes
 }
 
@@ -284,44 +288,56 @@ func materialized(inst registry.Instance, err error) outcome {
 }
 
 // record stores the outcome in the registry (build, validate, swap), logs
-// one line and returns the change.
-func (r *Reconciler) record(ctx context.Context, st step, o outcome) Change {
+// one line, counts it in t and returns the change.
+func (r *Reconciler) record(ctx context.Context, st step, o outcome, t *tally) Change {
 	now := time.Now()
-	e := registry.Entry{Kind: st.ref.Kind, Key: st.ref.Key, Revision: st.rev, Signature: st.sig,
-		State: o.state, Reason: o.reason, Since: now}
-	var prev registry.Entry
-	if p, ok := r.regs.Of(st.ref.Kind).Get(st.ref.Key); ok {
-		prev = p
-		if prev.State == o.state {
-			e.Since = prev.Since
+	var (
+		e         registry.Entry
+		prevState registry.State
+		toClose   registry.Instance
+	)
+	r.regs.Of(st.ref.Kind).Upsert(st.ref.Key, func(cur *registry.Entry, existed bool) {
+		e = registry.Entry{Kind: st.ref.Kind, Key: st.ref.Key, KeyParts: cur.KeyParts, Revision: st.rev, Signature: st.sig,
+			State: o.state, Reason: o.reason, Since: now}
+		if existed {
+			prevState = cur.State
+			if cur.State == o.state {
+				e.Since = cur.Since
+			}
+			e.Instance, e.ServingRevision, e.ServingSignature = cur.Instance, cur.ServingRevision, cur.ServingSignature
+			if o.state == registry.StateDegraded && cur.State == registry.StateDegraded && cur.Signature == st.sig {
+				e.Attempts = cur.Attempts
+			}
 		}
-		e.Instance, e.ServingRevision, e.ServingSignature = prev.Instance, prev.ServingRevision, prev.ServingSignature
-		if o.state == registry.StateDegraded && prev.State == registry.StateDegraded && prev.Signature == st.sig {
-			e.Attempts = prev.Attempts
+		switch {
+		case o.state == registry.StateReady:
+			toClose = e.Instance // swap: the new one is ready, close the old
+			e.Instance, e.ServingRevision, e.ServingSignature = o.inst, st.rev, st.sig
+		case o.dropInstance:
+			toClose = e.Instance
+			e.Instance, e.ServingRevision, e.ServingSignature = nil, 0, ""
 		}
-	}
-	var toClose registry.Instance
-	switch {
-	case o.state == registry.StateReady:
-		toClose = e.Instance // swap: the new one is ready, close the old
-		e.Instance, e.ServingRevision, e.ServingSignature = o.inst, st.rev, st.sig
-	case o.dropInstance:
-		toClose = e.Instance
-		e.Instance, e.ServingRevision, e.ServingSignature = nil, 0, ""
-	}
+		if o.state == registry.StateDegraded {
+			e.Attempts++
+			e.RetryAt = now.Add(r.retryBackoff(e.Attempts))
+		}
+		*cur = e
+	})
 	if o.state == registry.StateDegraded {
-		e.Attempts++
-		e.RetryAt = now.Add(r.retryBackoff(e.Attempts))
 		r.retries[st.ref] = e.RetryAt
-	} else {
+	} else if len(r.retries) > 0 {
 		delete(r.retries, st.ref)
 	}
-	r.regs.Of(st.ref.Kind).Put(e)
-	r.count(st.ref.Kind, prev.State, e.State)
+	t.move(st.ref.Kind, prevState, e.State)
 	if toClose != nil {
 		r.closeInstance(ctx, st.ref.Kind, st.ref.Key, toClose)
 	}
-	r.metrics.Materializations.WithLabelValues(string(st.ref.Kind), o.result).Inc()
+	t.result(st.ref.Kind, o.result)
+	change := Change{Kind: st.ref.Kind, Key: st.ref.Key, Action: st.action, Revision: st.rev, State: e.State}
+	level := r.entryLevel(e.State)
+	if !r.log.Enabled(ctx, level) {
+		return change
+	}
 	attrs := []slog.Attr{
 		slog.String("kind", string(st.ref.Kind)), slog.String("key", st.ref.Key),
 		slog.Int64("revision", st.rev), slog.String("action", string(st.action)),
@@ -330,8 +346,8 @@ func (r *Reconciler) record(ctx context.Context, st step, o outcome) Change {
 	if e.Reason != "" {
 		attrs = append(attrs, slog.String("reason", e.Reason))
 	}
-	r.log.LogAttrs(ctx, r.entryLevel(e.State), "applied", attrs...)
-	return Change{Kind: st.ref.Kind, Key: st.ref.Key, Action: st.action, Revision: st.rev, State: e.State}
+	r.log.LogAttrs(ctx, level, "applied", attrs...)
+	return change
 }
 
 // touch records a new revision whose signature is unchanged: the live
@@ -359,20 +375,75 @@ func (r *Reconciler) evict(ctx context.Context, ref registry.Ref) Change {
 
 // count moves one entry of kind k from state from to state to ("" = none).
 func (r *Reconciler) count(k registry.Kind, from, to registry.State) {
+	var t tally
+	t.move(k, from, to)
+	r.flush(&t)
+}
+
+// tally collects the state counts and materialization results of many
+// entries, applied at once by flush (an apply records up to every entry:
+// one lock and one metric update per entry cost a cold start more than
+// its no-op materializers).
+type tally struct {
+	moves   map[move]int
+	results map[result]int
+}
+
+type move struct {
+	kind     registry.Kind
+	from, to registry.State
+}
+
+type result struct {
+	kind  registry.Kind
+	label string
+}
+
+// move counts one entry of kind k moving from state from to state to
+// ("" = none).
+func (t *tally) move(k registry.Kind, from, to registry.State) {
 	if from == to {
 		return
 	}
+	if t.moves == nil {
+		t.moves = make(map[move]int)
+	}
+	t.moves[move{k, from, to}]++
+}
+
+// result counts one materialization of kind k with result label.
+func (t *tally) result(k registry.Kind, label string) {
+	if t.results == nil {
+		t.results = make(map[result]int)
+	}
+	t.results[result{k, label}]++
+}
+
+// flush applies t to the status counts and metrics.
+func (r *Reconciler) flush(t *tally) {
+	for res, n := range t.results {
+		r.metrics.Materializations.WithLabelValues(string(res.kind), res.label).Add(float64(n))
+	}
+	if len(t.moves) == 0 {
+		return
+	}
 	r.mu.Lock()
-	c := r.status.Counts[k]
-	if from != "" {
-		c[from]--
-		r.metrics.Items.WithLabelValues(string(k), string(from)).Set(float64(c[from]))
+	defer r.mu.Unlock()
+	touched := make(map[move]bool, 2*len(t.moves))
+	for mv, n := range t.moves {
+		c := r.status.Counts[mv.kind]
+		if mv.from != "" {
+			c[mv.from] -= n
+			touched[move{kind: mv.kind, to: mv.from}] = true
+		}
+		if mv.to != "" {
+			c[mv.to] += n
+			touched[move{kind: mv.kind, to: mv.to}] = true
+		}
 	}
-	if to != "" {
-		c[to]++
-		r.metrics.Items.WithLabelValues(string(k), string(to)).Set(float64(c[to]))
+	for mv := range touched {
+		r.metrics.Items.WithLabelValues(string(mv.kind), string(mv.to)).Set(float64(r.status.Counts[mv.kind][mv.to]))
 	}
-	r.mu.Unlock()
 }
 
 // bulkLogThreshold is the number of changes above which an apply logs a

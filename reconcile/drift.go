@@ -23,7 +23,7 @@ func (r *Reconciler) Drift(ctx context.Context) (DriftReport, error) {
 		NotReady: []DriftItem{}, SignatureMismatch: []DriftItem{}, Orphans: []DriftItem{}, Missing: []DriftItem{}, ChecksumMismatches: []DriftItem{}}
 	rows := make(rowSet, all.Len())
 	rows.add(all)
-	m := r.buildModel(all)
+	m := r.buildModel(all, nil)
 	for ref, n := range m.nodes {
 		rep.Summary.Desired++
 		sig := signature(n, rows[n.addr], m)

@@ -58,6 +58,9 @@ type node struct {
 	hold   string
 	// fault is why the body cannot be used at all (it is held with it).
 	fault string
+	// body is the digest of the body this node was parsed from (bodySum),
+	// for signatures of the same revision.
+	body bodyDigest
 }
 
 // model is the desired state as the loop knows it, with an index of
@@ -138,8 +141,16 @@ func (m *model) putAll(ns []*node) {
 	}()
 	go func() {
 		defer wg.Done()
-		for _, n := range won {
-			m.bySym[n.sym] = append(m.bySym[n.sym], n.ref)
+		// Most symbols have one candidate: theirs share one array (a
+		// second candidate moves its symbol's list out of it).
+		one := make([]registry.Ref, len(won))
+		for i, n := range won {
+			if c, ok := m.bySym[n.sym]; ok {
+				m.bySym[n.sym] = append(c, n.ref)
+				continue
+			}
+			one[i] = n.ref
+			m.bySym[n.sym] = one[i : i+1 : i+1]
 		}
 	}()
 	// Referrers per symbol, counted first: each set is made at its size.
@@ -326,6 +337,10 @@ func metadataNode(row *snapshot.MetadataRow, lim metadata.Limits) *node {
 		n.ref = registry.Ref{Kind: registry.KindEngine, Key: registry.EngineKey(row.OrganizationID, row.Type, row.Name, row.PackageID)}
 		n.sym = symOf(registry.KindEngine, row.Type, row.Name)
 	}
+	// One pass canonicalizes the body for signatures and proves it JSON,
+	// so that parsing need not validate it again.
+	var canonical bool
+	n.body, canonical = bodySum(row.Metadata)
 	if row.Withheld > 0 { // above the store's cap: not even read
 		n.fault = fmt.Sprintf("body is %d bytes, above the store's read cap (snapshot.OpenOptions.MaxBodyBytes)", row.Withheld)
 		if err := lim.CheckBody(row.Withheld); err != nil {
@@ -333,7 +348,11 @@ func metadataNode(row *snapshot.MetadataRow, lim metadata.Limits) *node {
 		}
 		return n
 	}
-	it, err := metadata.Parse(row.Type, row.Name, row.Metadata, lim)
+	parse := metadata.Parse // the fault of a body that is not JSON says where
+	if canonical {
+		parse = metadata.Refs
+	}
+	it, err := parse(row.Type, row.Name, row.Metadata, lim)
 	if err != nil {
 		n.fault = err.Error()
 		return n
@@ -412,8 +431,8 @@ type SecretOpener interface {
 // still changes the signature. A row's own revision is not part of it: a
 // rewrite of the same body changes nothing.
 func signature(n *node, row rowOf, m *model) string {
-	h := sigBufs.Get().(*sigHash)
-	defer sigBufs.Put(h)
+	h := getSig()
+	defer putSig(h)
 	h.b = h.b[:0]
 	h.str(string(n.ref.Kind))
 	h.str(n.ref.Key)
@@ -425,7 +444,11 @@ func signature(n *node, row rowOf, m *model) string {
 		h.str(row.meta.Name)
 		h.str(row.meta.Checksum)
 		h.int(int64(math.Float64bits(row.meta.Version))) // a republished item is rebuilt even if its body is the same
-		h.json(row.meta.Metadata)
+		body := n.body
+		if row.meta.Revision != n.rev || row.meta.Revision == 0 {
+			body, _ = bodySum(row.meta.Metadata) // a newer row than the node's (re-read for a dependent)
+		}
+		h.bytes(body[:])
 	case row.cred != nil, row.secret != nil:
 		h.str(n.hold)
 		h.int(n.rev)
@@ -467,6 +490,18 @@ type sigHash struct{ b []byte }
 // sigBufs recycles the buffers of signature, called on every core.
 var sigBufs = sync.Pool{New: func() any { return new(sigHash) }}
 
+// maxPooledSig bounds the buffer a recycled sigHash keeps (a large body's
+// canonical text is not held for the next call).
+const maxPooledSig = 1 << 20
+
+func getSig() *sigHash { return sigBufs.Get().(*sigHash) }
+
+func putSig(h *sigHash) {
+	if cap(h.b) <= maxPooledSig {
+		sigBufs.Put(h)
+	}
+}
+
 func (s *sigHash) int(v int64) { s.b = binary.BigEndian.AppendUint64(s.b, uint64(v)) }
 
 func (s *sigHash) bytes(b []byte) {
@@ -479,15 +514,24 @@ func (s *sigHash) str(v string) {
 	s.b = append(s.b, v...)
 }
 
-func (s *sigHash) json(raw []byte) {
-	at := len(s.b)
-	s.int(0) // the length, once known
-	if c, err := hashspec.AppendCanonical(s.b, raw); err == nil {
-		binary.BigEndian.PutUint64(c[at:], uint64(len(c)-at-8))
-		s.b = c
-		return
+// bodySum is the digest of a metadata body in signatures: the SHA-256 of
+// its canonical text (ok true), or, for a body that is not JSON the
+// platform canonicalizes, of a marker and its raw bytes, so that fixing it
+// still changes the signature.
+func bodySum(raw []byte) (sum bodyDigest, ok bool) {
+	h := getSig()
+	defer putSig(h)
+	if c, err := hashspec.AppendCanonical(h.b[:0], raw); err == nil {
+		h.b = c
+		full := sha256.Sum256(c)
+		return bodyDigest(full[:len(sum)]), true
 	}
-	s.b = s.b[:at]
-	s.int(-1) // not JSON: distinct from any canonical form
-	s.bytes(raw)
+	h.b = append(h.b[:0], 0xFF) // no canonical text starts with it
+	h.b = append(h.b, raw...)
+	full := sha256.Sum256(h.b)
+	return bodyDigest(full[:len(sum)]), false
 }
+
+// bodyDigest is a body's digest kept on its node: half a SHA-256, as the
+// signatures themselves.
+type bodyDigest [16]byte

@@ -3,8 +3,10 @@ package reconcile
 import (
 	"maps"
 	"slices"
+	"strings"
 	"testing"
 
+	"github.com/objectstack-fleet/reconciler/metadata"
 	"github.com/objectstack-fleet/reconciler/registry"
 	"github.com/objectstack-fleet/reconciler/snapshot"
 )
@@ -59,5 +61,41 @@ func TestPutAllAsPut(t *testing.T) {
 		if !maps.Equal(set, all.dependents[s]) {
 			t.Fatalf("referrers of %q: %v, want %v", s, all.dependents[s], set)
 		}
+	}
+}
+
+// A signature hashes the body of the row it is given: the node's digest
+// when the row is the node's own revision, the row's body when it is a
+// newer row re-read for a dependent. A body differing only in layout and
+// key order signs the same; one that is not JSON signs by its bytes.
+func TestSignatureBody(t *testing.T) {
+	t.Parallel()
+	row := func(rev int64, body string) *snapshot.MetadataRow {
+		return &snapshot.MetadataRow{ID: "o1", Type: "object", Name: "a", State: "active", Revision: rev, Metadata: []byte(body)}
+	}
+	sign := func(n *node, r *snapshot.MetadataRow) string {
+		m := newModel(nil, 1)
+		m.put(n)
+		return signature(n, rowOf{meta: r}, m)
+	}
+	v1, v2 := row(1, `{"label":"A","fields":{}}`), row(2, `{"label":"B","fields":{}}`)
+	n1, n2 := metadataNode(v1, metadata.Limits{}), metadataNode(v2, metadata.Limits{})
+	if sign(n1, v1) == sign(n1, v2) {
+		t.Fatal("a newer row's body does not change the signature")
+	}
+	if sign(n1, v2) != sign(n2, v2) {
+		t.Fatal("a newer row signs differently through an older node than through its own")
+	}
+	same := row(3, "{ \"fields\" : {},\n \"label\": \"A\" }")
+	if sign(metadataNode(same, metadata.Limits{}), same) != sign(n1, v1) {
+		t.Fatal("the same body in another layout signs differently")
+	}
+	bad, fixed := row(4, `{"label":`), row(5, `{"label":"A","fields":{}}`)
+	nb := metadataNode(bad, metadata.Limits{})
+	if nb.fault == "" || sign(nb, bad) == sign(metadataNode(fixed, metadata.Limits{}), fixed) {
+		t.Fatalf("a body that is not JSON: fault %q, signs as its fix", nb.fault)
+	}
+	if !strings.Contains(nb.fault, "not valid JSON") {
+		t.Fatalf("fault %q does not say the body is not JSON", nb.fault)
 	}
 }

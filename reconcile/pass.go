@@ -5,8 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"runtime"
+	"sync"
 	"time"
 
+	"github.com/objectstack-fleet/reconciler/metadata"
 	"github.com/objectstack-fleet/reconciler/registry"
 	"github.com/objectstack-fleet/reconciler/snapshot"
 )
@@ -50,8 +53,9 @@ func (r *Reconciler) nodeFor(row rowOf) *node {
 }
 
 // buildModel builds the whole desired model from a relist, parsing bodies
-// and decrypting secrets on every core.
-func (r *Reconciler) buildModel(all snapshot.Rows) *model {
+// and decrypting secrets on every core. parsed, when it has one node per
+// metadata row, holds their nodes already (relistRows).
+func (r *Reconciler) buildModel(all snapshot.Rows, parsed []*node) *model {
 	ns := make([]*node, len(all.Credentials)+len(all.Secrets)+len(all.Metadata))
 	for i := range all.Credentials {
 		ns[i] = credentialNode(&all.Credentials[i])
@@ -59,7 +63,11 @@ func (r *Reconciler) buildModel(all snapshot.Rows) *model {
 	secrets := ns[len(all.Credentials) : len(all.Credentials)+len(all.Secrets)]
 	parallel(len(secrets), func(i int) { secrets[i] = secretNode(&all.Secrets[i], r.opts.Secrets) })
 	metas := ns[len(all.Credentials)+len(all.Secrets):]
-	parallel(len(metas), func(i int) { metas[i] = metadataNode(&all.Metadata[i], r.opts.Limits) })
+	if len(parsed) == len(metas) {
+		copy(metas, parsed)
+	} else {
+		parallel(len(metas), func(i int) { metas[i] = metadataNode(&all.Metadata[i], r.opts.Limits) })
+	}
 	m := newModel(r.opts.CodeObjects, len(ns))
 	m.putAll(ns)
 	return m
@@ -274,15 +282,106 @@ func (r *Reconciler) readMissing(ctx context.Context, dirty map[registry.Ref]boo
 // relistPass reads every row, rebuilds the model and applies every entry
 // whose signature changed, evicting what is no longer desired.
 func (r *Reconciler) relistPass(ctx context.Context, trig Trigger) ([]Change, error) {
-	all, cur, err := r.src.Relist(ctx)
+	all, cur, parsed, err := r.relistRows(ctx)
 	if err != nil {
 		r.relistReason = trig
 		return nil, fmt.Errorf("relist (%s): %w", trig, err)
 	}
 	r.metrics.Relists.WithLabelValues(string(trig)).Inc()
+	changes := r.applyAll(ctx, all, parsed)
+	r.cursor = cur
+	r.relistReason = ""
+	r.markSynced()
+	return changes, nil
+}
+
+// relistRows relists. From a store that streams its rows, the metadata
+// rows are parsed into nodes (one per row, in order) while the rest are
+// read.
+func (r *Reconciler) relistRows(ctx context.Context) (snapshot.Rows, snapshot.Cursor, []*node, error) {
+	s, ok := r.src.(snapshot.Streamer)
+	if !ok {
+		all, cur, err := r.src.Relist(ctx)
+		return all, cur, nil, err
+	}
+	p := newParsing(r.opts.Limits)
+	all, cur, err := s.RelistStream(ctx, p.batch)
+	parsed := p.wait()
+	return all, cur, parsed, err
+}
+
+// parsing parses batches of metadata rows into nodes on every core while
+// a relist reads the next ones.
+type parsing struct {
+	lim     metadata.Limits
+	work    chan parseBatch
+	wg      sync.WaitGroup
+	mu      sync.Mutex
+	done    []parseBatch // with their nodes
+	started bool
+}
+
+type parseBatch struct {
+	offset int
+	rows   []snapshot.MetadataRow
+	nodes  []*node
+}
+
+func newParsing(lim metadata.Limits) *parsing {
+	return &parsing{lim: lim, work: make(chan parseBatch, 1024)}
+}
+
+// batch hands rows over to the workers, started with the first batch.
+func (p *parsing) batch(offset int, rows []snapshot.MetadataRow) {
+	if !p.started {
+		p.started = true
+		for range runtime.GOMAXPROCS(0) {
+			p.wg.Go(p.parse)
+		}
+	}
+	p.work <- parseBatch{offset: offset, rows: rows}
+}
+
+func (p *parsing) parse() {
+	for b := range p.work {
+		b.nodes = make([]*node, len(b.rows))
+		for i := range b.rows {
+			b.nodes[i] = metadataNode(&b.rows[i], p.lim)
+		}
+		p.mu.Lock()
+		p.done = append(p.done, b)
+		p.mu.Unlock()
+	}
+}
+
+// wait returns the nodes of every row handed over, in row order (nil if
+// a batch is missing).
+func (p *parsing) wait() []*node {
+	close(p.work)
+	p.wg.Wait()
+	n := 0
+	for _, b := range p.done {
+		n = max(n, b.offset+len(b.rows))
+	}
+	out := make([]*node, n)
+	covered := 0
+	for _, b := range p.done {
+		copy(out[b.offset:], b.nodes)
+		covered += len(b.rows)
+	}
+	if covered != n {
+		return nil
+	}
+	return out
+}
+
+// applyAll rebuilds the model from every row (parsed: the metadata rows'
+// nodes if already built) and applies every entry whose signature
+// changed, evicting what is no longer desired.
+func (r *Reconciler) applyAll(ctx context.Context, all snapshot.Rows, parsed []*node) []Change {
 	rows := make(rowSet, all.Len())
 	rows.add(all)
-	r.model = r.buildModel(all)
+	r.model = r.buildModel(all, parsed)
 	// Every desired entry, and every entry of the registries besides.
 	refs := make([]registry.Ref, 0, len(r.model.nodes))
 	for ref := range r.model.nodes {
@@ -295,11 +394,7 @@ func (r *Reconciler) relistPass(ctx context.Context, trig Trigger) ([]Change, er
 			}
 		}
 	}
-	changes := r.apply(ctx, refs, rows, nil)
-	r.cursor = cur
-	r.relistReason = ""
-	r.markSynced()
-	return changes, nil
+	return r.apply(ctx, refs, rows, nil)
 }
 
 func sameWants(a, b []want) bool {

@@ -102,12 +102,13 @@ func ParseKey(k Kind, key string) (KeyParts, error) {
 			return KeyParts{}, fmt.Errorf("parse %s key %q: no type/name", k, key)
 		}
 	}
-	var err error
-	for _, f := range []struct {
-		dst *string
-		src string
-	}{{&p.Org, org}, {&p.Type, typ}, {&p.Name, rest}, {&p.Package, pkg}} {
-		if *f.dst, err = Unescape(f.src); err != nil {
+	var errs [4]error // one statement per part: a loop over pointers would allocate per key
+	p.Org, errs[0] = Unescape(org)
+	p.Type, errs[1] = Unescape(typ)
+	p.Name, errs[2] = Unescape(rest)
+	p.Package, errs[3] = Unescape(pkg)
+	for _, err := range errs {
+		if err != nil {
 			return KeyParts{}, fmt.Errorf("parse %s key %q: %w", k, key, err)
 		}
 	}

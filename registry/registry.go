@@ -48,6 +48,26 @@ func (r *Registry) Put(e Entry) {
 	r.entries[e.Key] = stored
 }
 
+// Upsert calls fn with the entry for key under the lock (fn must not
+// block), first storing an empty one with the key's parts if there is
+// none (existed false). fn may change every field but Kind, Key and
+// KeyParts: one lookup where Get and Put take two.
+func (r *Registry) Upsert(key string, fn func(e *Entry, existed bool)) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	e, ok := r.entries[key]
+	if !ok {
+		e = &Entry{Kind: r.kind, Key: key}
+		if p, err := ParseKey(r.kind, key); err == nil {
+			e.KeyParts = p
+		}
+		r.entries[key] = e
+	}
+	parts := e.KeyParts
+	fn(e, ok)
+	e.Kind, e.Key, e.KeyParts = r.kind, key, parts
+}
+
 // Reserve makes room for n entries in a registry that is empty (as at a
 // first full sync), so that filling it does not grow its map step by step.
 func (r *Registry) Reserve(n int) {

@@ -86,3 +86,27 @@ func TestConcurrentReaders(t *testing.T) {
 		t.Fatalf("last write lost: %+v", e)
 	}
 }
+
+// Upsert stores a new entry with its key's parts, changes an existing one
+// in place, and keeps the kind, key and parts whatever fn writes.
+func TestUpsert(t *testing.T) {
+	t.Parallel()
+	r := New(KindEngine)
+	r.Upsert("org1:object/a@p", func(e *Entry, existed bool) {
+		if existed {
+			t.Fatal("a new key existed")
+		}
+		e.State, e.Revision = StatePending, 1
+	})
+	r.Upsert("org1:object/a@p", func(e *Entry, existed bool) {
+		if !existed || e.State != StatePending {
+			t.Fatalf("existed %v, state %q", existed, e.State)
+		}
+		*e = Entry{Key: "other", State: StateReady, Revision: 2}
+	})
+	e, ok := r.Get("org1:object/a@p")
+	want := KeyParts{Org: "org1", Type: "object", Name: "a", Package: "p"}
+	if !ok || e.Kind != KindEngine || e.Key != "org1:object/a@p" || e.KeyParts != want || e.State != StateReady || e.Revision != 2 || r.Len() != 1 {
+		t.Fatalf("got %+v (ok %v, len %d)", e, ok, r.Len())
+	}
+}

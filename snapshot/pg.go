@@ -425,19 +425,32 @@ FROM sys_connector_credential c LEFT JOIN sys_reconciler_revision r ON r.source 
 // reads the active sys_metadata rows, every sys_secret and credential row;
 // its own pg_current_snapshot() is the cursor.
 func (p *PG) Relist(ctx context.Context) (Rows, Cursor, error) {
-	if p.standby != nil {
-		return p.relistStandby(ctx)
-	}
-	return p.relistIn(ctx, p.pool, p.url, nil, p.interpretError)
+	return p.RelistStream(ctx, nil)
 }
+
+// RelistStream implements Streamer: Relist, handing the metadata rows to
+// batch (when not nil) every streamBatch rows as they are decoded.
+func (p *PG) RelistStream(ctx context.Context, batch func(offset int, rows []MetadataRow)) (Rows, Cursor, error) {
+	if p.standby != nil {
+		return p.relistStandby(ctx, batch)
+	}
+	return p.relistIn(ctx, p.pool, p.url, nil, p.interpretError, batch)
+}
+
+// streamBatch is how many metadata rows a streaming relist hands over at
+// a time: enough to be worth a worker's wake-up, few enough that parsing
+// starts at once.
+const streamBatch = 1024
 
 // relistIn is a relist on pool (the primary's or the standby's): one
 // REPEATABLE READ, read-only transaction reads the active sys_metadata
 // rows, every sys_secret and credential row, and its own
 // pg_current_snapshot() is the cursor. With seen set it also lists the
 // journal xids at or above that snapshot's xmin (the standby's cursor
-// needs them). Errors name url and go through interpret.
-func (p *PG) relistIn(ctx context.Context, pool *pgxpool.Pool, url string, seen *[]string, interpret func(op string, err error) error) (Rows, Cursor, error) {
+// needs them). Errors name url and go through interpret; batch, when not
+// nil, is handed the metadata rows as they are read (RelistStream).
+func (p *PG) relistIn(ctx context.Context, pool *pgxpool.Pool, url string, seen *[]string, interpret func(op string, err error) error,
+	batch func(offset int, rows []MetadataRow)) (Rows, Cursor, error) {
 	var (
 		rows   Rows
 		c      Cursor
@@ -461,7 +474,7 @@ FROM sys_reconciler_state WHERE id = 1`
 			return err
 		}
 		b := &pgx.Batch{}
-		queueMetadata(b, &rows, active, p.relistMetadata)
+		queueMetadata(b, &rows, active, batch, p.relistMetadata)
 		queueSecrets(b, &rows, pgSelectSecret+" ORDER BY s.id")
 		queueCredentials(b, &rows, pgSelectCredential+" ORDER BY c.ref")
 		return tx.SendBatch(ctx, b).Close()
@@ -500,14 +513,15 @@ func real4(p *float32) float64 {
 }
 
 // queueMetadata queues a select of metadata rows (n: how many it returns,
-// or at most, when known; it sizes the slice).
-func queueMetadata(b *pgx.Batch, rows *Rows, n int, query string, args ...any) {
+// or at most, when known; it sizes the slice). batch, when not nil, is
+// handed the rows every streamBatch rows and at the end.
+func queueMetadata(b *pgx.Batch, rows *Rows, n int, batch func(offset int, rows []MetadataRow), query string, args ...any) {
 	b.Queue(query, args...).Query(func(r pgx.Rows) error {
 		var (
 			d   metadataDecoder
 			err error
 		)
-		rows.Metadata, err = collectRows(r, n, d.decode)
+		rows.Metadata, err = collectRows(r, n, d.decode, streamBatch, batch)
 		return err
 	})
 }
@@ -576,7 +590,7 @@ func (p *PG) Read(ctx context.Context, addrs []Address) (Rows, error) {
 	var rows Rows
 	b := &pgx.Batch{}
 	if len(meta) > 0 {
-		queueMetadata(b, &rows, len(meta), p.selMetadata+" WHERE m.id = ANY($1) ORDER BY m.id", meta)
+		queueMetadata(b, &rows, len(meta), nil, p.selMetadata+" WHERE m.id = ANY($1) ORDER BY m.id", meta)
 	}
 	if len(secret) > 0 {
 		queueSecrets(b, &rows, pgSelectSecret+" WHERE s.id = ANY($1) ORDER BY s.id", secret)

@@ -143,9 +143,9 @@ func (p *PG) caughtUp(ctx context.Context, xmax uint64) {
 // transaction whose snapshot is the cursor, with the journal xids it sees.
 // A standby behind a cursor this store already returned is an error
 // (ErrUnavailable): relisting there would move the cursor backwards.
-func (p *PG) relistStandby(ctx context.Context) (Rows, Cursor, error) {
+func (p *PG) relistStandby(ctx context.Context, batch func(offset int, rows []MetadataRow)) (Rows, Cursor, error) {
 	var seen []string
-	rows, c, err := p.relistIn(ctx, p.standby.pool, p.standby.url, &seen, p.standbyError)
+	rows, c, err := p.relistIn(ctx, p.standby.pool, p.standby.url, &seen, p.standbyError, batch)
 	if err != nil {
 		return Rows{}, Cursor{}, err
 	}

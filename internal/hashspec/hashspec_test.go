@@ -9,6 +9,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -221,6 +222,9 @@ func FuzzCanonical(f *testing.F) {
 		case !bytes.Equal(got, want):
 			t.Fatalf("%q:\n got       %q\n reference %q", body, got, want)
 		}
+		if !json.Valid(body) {
+			t.Fatalf("%q: canonicalized, but not valid JSON to encoding/json", body)
+		}
 		if !json.Valid(got) {
 			t.Fatalf("%q: invalid output %q", body, got)
 		}
@@ -234,4 +238,38 @@ func FuzzCanonical(f *testing.F) {
 			t.Fatalf("%q: Checksum %s, %v", body, sum, err)
 		}
 	})
+}
+
+// TestCanonicalOnlyOfValidJSON: every body Canonical accepts is valid JSON
+// to encoding/json as well (metadata.ParseValid relies on it: reconcile
+// parses a body it canonicalized without validating it again). Each vector
+// is mutated by deleting, duplicating or replacing each byte in turn.
+func TestCanonicalOnlyOfValidJSON(t *testing.T) {
+	t.Parallel()
+	repl := []byte{'"', '\\', '{', '}', '[', ']', ',', ':', '0', '-', '.', 'e', ' ', 0, 0x7f, 0xff}
+	n := 0
+	check := func(body []byte) {
+		if _, err := Canonical(body); err == nil {
+			n++
+			if !json.Valid(body) {
+				t.Fatalf("Canonical accepts %q, which encoding/json refuses", body)
+			}
+		}
+	}
+	for _, v := range loadVectors(t) {
+		b := v.body(t)
+		if len(b) > 256 {
+			continue
+		}
+		for i := range b {
+			check(slices.Concat(b[:i], b[i+1:]))
+			check(slices.Concat(b[:i+1], b[i:]))
+			for _, c := range repl {
+				check(slices.Concat(b[:i], []byte{c}, b[i+1:]))
+			}
+		}
+	}
+	if n == 0 {
+		t.Fatal("no mutation was accepted: the test checks nothing")
+	}
 }
