@@ -29,6 +29,7 @@ func run() error {
 	flag.IntVar(&cfg.Runs, "runs", 1, "cold starts in this process (the first is the cold one)")
 	flag.BoolVar(&cfg.Reuse, "reuse", false, "reuse a database seeded by an earlier run of the same size")
 	profile := flag.String("cpuprofile", "", "write a CPU profile of the measured starts to this file")
+	memprofile := flag.String("memprofile", "", "write an allocation profile (after the measured starts) to this file")
 	flag.Parse()
 	cfg.AdminURL = os.Getenv("RECONCILER_TEST_DATABASE_URL")
 	if cfg.AdminURL == "" {
@@ -60,6 +61,16 @@ func run() error {
 		defer pprof.StopCPUProfile()
 	}
 	log := func(format string, args ...any) { fmt.Printf(format+"\n", args...) }
-	_, err = bench.RunCold(ctx, cfg, log)
-	return err
+	if _, err = bench.RunCold(ctx, cfg, log); err != nil {
+		return err
+	}
+	if *memprofile != "" {
+		f, err := os.Create(*memprofile)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		return pprof.Lookup("allocs").WriteTo(f, 0)
+	}
+	return nil
 }
