@@ -12,8 +12,7 @@ const primaryDatasource = "default"
 // the object's datasource (other than the primary "default") is a
 // reference; built-in list views bind objects like a view's do.
 func (p *parser) object() error {
-	o := &Object{}
-	p.item.Object = o
+	var o Object // Refs leaves the item's Object out
 	ds, err := p.root.name("datasource")
 	if err != nil {
 		return err
@@ -37,6 +36,9 @@ func (p *parser) object() error {
 		if !p.refsOnly {
 			o.Fields = append(o.Fields, f)
 		}
+	}
+	if !p.refsOnly {
+		p.item.Object = &Object{Datasource: o.Datasource, Fields: o.Fields}
 	}
 	return eachObject(p.root, "listViews", p.listView)
 }

@@ -17,7 +17,7 @@ func Parse(typ, name string, body []byte, lim Limits) (*Item, error) {
 // Refs is Parse for a caller that needs only what an item references and
 // whether it is desired, given a body it has already proved to be valid
 // JSON (canonicalizing it does): it skips the validation pass and leaves
-// an object's fields out of the Item (a field costs an allocation). body
+// an object's Object out of the Item (a field costs an allocation). body
 // must be valid JSON.
 func Refs(typ, name string, body []byte, lim Limits) (*Item, error) {
 	return parse(typ, name, body, lim, false)

@@ -241,8 +241,9 @@ func (r *Reconciler) applyKind(ctx context.Context, steps []step) []Change {
 	}
 	changes := make([]Change, 0, len(steps))
 	var t tally
+	now := time.Now() // one clock read for the batch: they are recorded together
 	for i := range steps {
-		changes = append(changes, r.record(ctx, steps[i], out[i], &t))
+		changes = append(changes, r.record(ctx, steps[i], out[i], now, &t))
 	}
 	r.flush(&t)
 	return changes
@@ -287,10 +288,9 @@ func materialized(inst registry.Instance, err error) outcome {
 	return o
 }
 
-// record stores the outcome in the registry (build, validate, swap), logs
-// one line, counts it in t and returns the change.
-func (r *Reconciler) record(ctx context.Context, st step, o outcome, t *tally) Change {
-	now := time.Now()
+// record stores the outcome in the registry (build, validate, swap) as of
+// now, logs one line, counts it in t and returns the change.
+func (r *Reconciler) record(ctx context.Context, st step, o outcome, now time.Time, t *tally) Change {
 	var (
 		e         registry.Entry
 		prevState registry.State
