@@ -11,12 +11,14 @@ import (
 	"github.com/objectstack-fleet/reconciler/snapshot"
 )
 
-// putAll builds the model put builds one node at a time, also where two
-// rows claim one key (the newer revision wins, the later row on a tie).
+// putAll builds the model put builds one node at a time: where two rows
+// claim one key (the newer revision wins, the later row on a tie), where
+// none does (filled at once), and where keys differ but a symbol repeats
+// (one name in two organizations).
 func TestPutAllAsPut(t *testing.T) {
 	t.Parallel()
-	obj := func(id, key string, rev int64, wants ...string) *node {
-		n := &node{ref: registry.Ref{Kind: registry.KindEngine, Key: key},
+	obj := func(id, org, key string, rev int64, wants ...string) *node {
+		n := &node{ref: registry.Ref{Kind: registry.KindEngine, Key: org + key},
 			addr: snapshot.Address{Table: snapshot.TableMetadata, Key: id}, rev: rev,
 			sym: symOf(registry.KindEngine, "object", key)}
 		for _, w := range wants {
@@ -24,42 +26,55 @@ func TestPutAllAsPut(t *testing.T) {
 		}
 		return n
 	}
-	ns := []*node{
-		obj("1", "a", 5, "b"), nil, obj("2", "b", 1),
-		obj("3", "a", 4, "c"),      // older than row 1: loses
-		obj("4", "b", 1, "a"),      // same revision as row 2: the later wins
-		obj("5", "c", 2, "a", "b"), // plain
-		obj("6", "c", 3),           // newer than row 5: wins, its wants go
+	for name, ns := range map[string][]*node{
+		"claimed twice": {
+			obj("1", "", "a", 5, "b"), nil, obj("2", "", "b", 1),
+			obj("3", "", "a", 4, "c"),      // older than row 1: loses
+			obj("4", "", "b", 1, "a"),      // same revision as row 2: the later wins
+			obj("5", "", "c", 2, "a", "b"), // plain
+			obj("6", "", "c", 3),           // newer than row 5: wins, its wants go
+		},
+		"each key once": {obj("1", "", "a", 1, "b"), obj("2", "", "b", 2, "a"), nil, obj("3", "", "c", 3, "a", "b")},
+		"a symbol twice": {obj("1", "", "a", 1, "b"), obj("2", "o1:", "a", 2), obj("3", "", "b", 3, "a"), obj("4", "o2:", "a", 4, "b")},
+	} {
+		t.Run(name, func(t *testing.T) {
+			one := newModel(nil, 0)
+			for _, n := range ns {
+				if n == nil {
+					continue
+				}
+				if old, ok := one.nodes[n.ref]; ok && old.rev > n.rev {
+					continue
+				}
+				one.put(n)
+			}
+			all := newModel(nil, 0)
+			all.putAll(slices.Clone(ns))
+			samePut(t, one, all)
+		})
 	}
-	one := newModel(nil, 0)
-	for _, n := range ns {
-		if n == nil {
-			continue
+}
+
+// samePut fails unless model got indexes what want does.
+func samePut(t *testing.T, want, got *model) {
+	t.Helper()
+	if !maps.Equal(want.nodes, got.nodes) || !maps.Equal(want.byAddr, got.byAddr) {
+		t.Fatalf("nodes or addresses differ:\n%v %v\n%v %v", want.nodes, want.byAddr, got.nodes, got.byAddr)
+	}
+	if len(want.bySym) != len(got.bySym) {
+		t.Fatalf("symbols: %v, want %v", got.bySym, want.bySym)
+	}
+	for s, refs := range want.bySym {
+		if g := got.bySym[s]; !slices.Equal(slices.SortedFunc(slices.Values(g), applyOrder), slices.SortedFunc(slices.Values(refs), applyOrder)) {
+			t.Fatalf("candidates of %q: %v, want %v", s, g, refs)
 		}
-		if old, ok := one.nodes[n.ref]; ok && old.rev > n.rev {
-			continue
-		}
-		one.put(n)
 	}
-	all := newModel(nil, 0)
-	all.putAll(slices.Clone(ns))
-	if !maps.Equal(one.nodes, all.nodes) || !maps.Equal(one.byAddr, all.byAddr) {
-		t.Fatalf("nodes or addresses differ:\n%v %v\n%v %v", one.nodes, one.byAddr, all.nodes, all.byAddr)
+	if len(want.dependents) != len(got.dependents) {
+		t.Fatalf("referrers: %v, want %v", got.dependents, want.dependents)
 	}
-	if len(one.bySym) != len(all.bySym) {
-		t.Fatalf("symbols: %v, want %v", all.bySym, one.bySym)
-	}
-	for s, refs := range one.bySym {
-		if got := all.bySym[s]; !slices.Equal(slices.SortedFunc(slices.Values(got), applyOrder), slices.SortedFunc(slices.Values(refs), applyOrder)) {
-			t.Fatalf("candidates of %q: %v, want %v", s, got, refs)
-		}
-	}
-	if len(one.dependents) != len(all.dependents) {
-		t.Fatalf("referrers: %v, want %v", all.dependents, one.dependents)
-	}
-	for s, set := range one.dependents {
-		if !maps.Equal(set, all.dependents[s]) {
-			t.Fatalf("referrers of %q: %v, want %v", s, all.dependents[s], set)
+	for s, set := range want.dependents {
+		if !maps.Equal(set, got.dependents[s]) {
+			t.Fatalf("referrers of %q: %v, want %v", s, got.dependents[s], set)
 		}
 	}
 }
