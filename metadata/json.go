@@ -337,7 +337,7 @@ func members(b []byte, es []entry) []entry {
 	for i < len(b) && b[i] != '}' {
 		kEnd := stringEnd(b, i)
 		raw := b[i+1 : kEnd-1]
-		esc := bytes.IndexByte(raw, '\\') >= 0 || !utf8.Valid(raw)
+		esc := !plainASCII(raw)
 		i = skipWS(b, kEnd) + 1 // ':'
 		i = skipWS(b, i)
 		vEnd := valueEnd(b, i)
@@ -389,6 +389,17 @@ func stringEnd(b []byte, i int) int {
 		}
 	}
 	return len(b)
+}
+
+// plainASCII reports whether a member name is printable ASCII without
+// escapes: compared as written (anything else is decoded to compare).
+func plainASCII(raw []byte) bool {
+	for _, c := range raw {
+		if c == '\\' || c >= utf8.RuneSelf {
+			return false
+		}
+	}
+	return true
 }
 
 // valueEnd returns the index after the value starting at b[i].
