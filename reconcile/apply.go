@@ -28,13 +28,11 @@ type step struct {
 	rev int64
 }
 
-// plan is what apply looks up about one dirty entry.
-type plan struct {
-	had          bool // in the registry, with prevSig and prevRev
-	prevSig, sig string
-	prevRev      int64
-	node         *node // nil: not desired
-	row          rowOf
+// prior is what the registry held for an entry being planned.
+type prior struct {
+	had bool // in the registry, with sig and rev
+	sig string
+	rev int64
 }
 
 // outcome is what applying a step produced.
@@ -52,51 +50,54 @@ type outcome struct {
 // the slice) in dependency order, returning the changes made. forced
 // entries are retried even if unchanged.
 func (r *Reconciler) apply(ctx context.Context, refs []registry.Ref, rows rowSet, forced map[registry.Ref]bool) []Change {
-	steps := make([]step, 0, len(refs))
 	var evictions []registry.Ref
 	sortRefs(refs) // steps come out in the order they are applied
 	// Signatures are the bulk of a relist's CPU: look everything up and
-	// compute them on every core.
-	plans := make([]plan, len(refs))
+	// compute them on every core. Each entry is planned as a step, kept
+	// (in place) if there is something to do.
+	steps := make([]step, len(refs))
+	priors := make([]prior, len(refs))
 	parallel(len(refs), func(i int) {
-		p := &plans[i]
+		st, p := &steps[i], &priors[i]
+		st.ref = refs[i]
 		if prev, ok := r.regs.Of(refs[i].Kind).Get(refs[i].Key); ok {
-			p.had, p.prevSig, p.prevRev = true, prev.Signature, prev.Revision
+			p.had, p.sig, p.rev = true, prev.Signature, prev.Revision
 		}
-		if p.node = r.model.nodes[refs[i]]; p.node != nil {
-			if row, ok := rows[p.node.addr]; ok && row != (rowOf{}) {
-				p.row, p.sig = row, signature(p.node, row, r.model)
+		if st.node = r.model.nodes[refs[i]]; st.node != nil {
+			if row, ok := rows[st.node.addr]; ok && row != (rowOf{}) {
+				st.row, st.sig, st.rev = row, signature(st.node, row, r.model), row.revision()
 			}
 		}
 	})
-	for i, ref := range refs {
-		p := &plans[i]
-		if p.node == nil {
+	kept := steps[:0]
+	for i := range steps {
+		st, p := steps[i], &priors[i]
+		if st.node == nil {
 			if p.had {
-				evictions = append(evictions, ref)
+				evictions = append(evictions, st.ref)
 			}
 			continue
 		}
-		if p.sig == "" {
+		if st.sig == "" {
 			continue // row vanished between reads: the next poll sees its delete
 		}
-		rev := p.row.revision()
-		st := step{ref: ref, node: p.node, row: p.row, sig: p.sig, rev: rev}
 		switch {
 		case !p.had:
 			st.action = ActionCreate
-		case p.prevSig != p.sig:
+		case p.sig != st.sig:
 			st.action = ActionRebuild
-		case forced[ref]:
+		case forced[st.ref]:
 			st.action = ActionRetry
 		default:
-			if p.prevRev != rev {
-				r.touch(ref, rev, p.sig) // same body rewritten: nothing to rebuild
+			if p.rev != st.rev {
+				r.touch(st.ref, st.rev, st.sig) // same body rewritten: nothing to rebuild
 			}
 			continue
 		}
-		steps = append(steps, st)
+		kept = append(kept, st)
 	}
+	clear(steps[len(kept):]) // let go of the nodes and rows left out
+	steps = kept
 	// New entries are visible as pending while their kind waits its turn.
 	creates := make(map[registry.Kind]int, len(registry.Kinds))
 	for _, st := range steps {
@@ -142,7 +143,7 @@ func (r *Reconciler) apply(ctx context.Context, refs []registry.Ref, rows rowSet
 		for n < len(steps) && steps[n].ref.Kind == steps[0].ref.Kind {
 			n++
 		}
-		changes = append(changes, r.applyKind(ctx, steps[:n])...)
+		changes = r.applyKind(ctx, steps[:n], changes)
 		steps = steps[n:]
 	}
 	return changes
@@ -218,10 +219,11 @@ func kindOrder(k registry.Kind) int {
 	return len(registry.Kinds)
 }
 
-// applyKind applies the steps of one kind with bounded concurrency.
-func (r *Reconciler) applyKind(ctx context.Context, steps []step) []Change {
+// applyKind applies the steps of one kind with bounded concurrency,
+// appending their changes to changes.
+func (r *Reconciler) applyKind(ctx context.Context, steps []step, changes []Change) []Change {
 	if len(steps) == 0 {
-		return nil
+		return changes
 	}
 	out := make([]outcome, len(steps))
 	if steps[0].ref.Kind == registry.KindCredential {
@@ -239,7 +241,6 @@ func (r *Reconciler) applyKind(ctx context.Context, steps []step) []Change {
 			},
 			func(i int, inst registry.Instance, err error) { out[i] = materialized(inst, err) })
 	}
-	changes := make([]Change, 0, len(steps))
 	var t tally
 	now := time.Now() // one clock read for the batch: they are recorded together
 	for i := range steps {
