@@ -34,7 +34,7 @@ func TestPutAllAsPut(t *testing.T) {
 			obj("5", "", "c", 2, "a", "b"), // plain
 			obj("6", "", "c", 3),           // newer than row 5: wins, its wants go
 		},
-		"each key once": {obj("1", "", "a", 1, "b"), obj("2", "", "b", 2, "a"), nil, obj("3", "", "c", 3, "a", "b")},
+		"each key once":  {obj("1", "", "a", 1, "b"), obj("2", "", "b", 2, "a"), nil, obj("3", "", "c", 3, "a", "b")},
 		"a symbol twice": {obj("1", "", "a", 1, "b"), obj("2", "o1:", "a", 2), obj("3", "", "b", 3, "a"), obj("4", "o2:", "a", 4, "b")},
 	} {
 		t.Run(name, func(t *testing.T) {
