@@ -157,17 +157,7 @@ func pollPlans(t *testing.T, p *PG, prev string) (custom, generic string) {
 		t.Fatal(err)
 	}
 	defer conn.Release()
-	plan := func(q string, args ...any) string {
-		rows, err := conn.Query(ctx, q, args...)
-		if err != nil {
-			t.Fatalf("%s: %v", q, err)
-		}
-		lines, err := pgx.CollectRows(rows, pgx.RowTo[string])
-		if err != nil {
-			t.Fatal(err)
-		}
-		return strings.Join(lines, "\n")
-	}
+	plan := func(q string, args ...any) string { return planOf(t, conn, q, args...) }
 	var src string
 	if err := conn.QueryRow(ctx, "SELECT prosrc FROM pg_proc WHERE proname = 'sys_reconciler_poll'").Scan(&src); err != nil {
 		t.Fatal(err)
@@ -210,20 +200,28 @@ func TestReadPlanUsesIndexes(t *testing.T) {
 		{pgSelectSecret + " WHERE s.id = ANY($1) ORDER BY s.id", "s"},
 		{pgSelectCredential + " WHERE c.ref = ANY($1) ORDER BY c.ref", "c"},
 	} {
-		rows, err := p.pool.Query(ctx, "EXPLAIN "+c.query, []string{c.key + "1", c.key + "77", c.key + "4999"})
-		if err != nil {
-			t.Fatal(err)
-		}
-		lines, err := pgx.CollectRows(rows, pgx.RowTo[string])
-		if err != nil {
-			t.Fatal(err)
-		}
-		plan := strings.Join(lines, "\n")
+		plan := planOf(t, p.pool, "EXPLAIN "+c.query, []string{c.key + "1", c.key + "77", c.key + "4999"})
 		if strings.Contains(plan, "Seq Scan") || !strings.Contains(plan, "sys_reconciler_revision_pkey") {
 			t.Errorf("plan of a read scans a table:\n%s", plan)
 		}
 		t.Logf("%s", plan)
 	}
+}
+
+// planOf runs an EXPLAIN statement on q and returns the plan's text.
+func planOf(t *testing.T, q interface {
+	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
+}, explain string, args ...any) string {
+	t.Helper()
+	rows, err := q.Query(context.Background(), explain, args...)
+	if err != nil {
+		t.Fatalf("%s: %v", explain, err)
+	}
+	lines, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		t.Fatal(err)
+	}
+	return strings.Join(lines, "\n")
 }
 
 // TestRelistPlanStreams: a relist's metadata select is a merge join of
@@ -241,15 +239,7 @@ func TestRelistPlanStreams(t *testing.T) {
 			t.Fatalf("%s: %v", q, err)
 		}
 	}
-	rows, err := p.pool.Query(ctx, "EXPLAIN "+p.relistMetadata)
-	if err != nil {
-		t.Fatal(err)
-	}
-	lines, err := pgx.CollectRows(rows, pgx.RowTo[string])
-	if err != nil {
-		t.Fatal(err)
-	}
-	plan := strings.Join(lines, "\n")
+	plan := planOf(t, p.pool, "EXPLAIN "+p.relistMetadata)
 	if !strings.Contains(plan, "Merge Left Join") || strings.Contains(plan, "Sort") || strings.Contains(plan, "Materialize") ||
 		!strings.Contains(plan, "sys_metadata_pkey") || !strings.Contains(plan, "sys_reconciler_revision_pkey") {
 		t.Errorf("relist plan sorts or scans a table:\n%s", plan)
