@@ -52,9 +52,9 @@ type outcome struct {
 func (r *Reconciler) apply(ctx context.Context, refs []registry.Ref, rows rowSet, forced map[registry.Ref]bool) []Change {
 	var evictions []registry.Ref
 	sortRefs(refs) // steps come out in the order they are applied
-	// Signatures are the bulk of a relist's CPU: look everything up and
-	// compute them on every core. Each entry is planned as a step, kept
-	// (in place) if there is something to do.
+	// Look everything up and compute the signatures on every core (each
+	// body's digest is already on its node). Each entry is planned as a
+	// step, kept (in place) if there is something to do.
 	steps := make([]step, len(refs))
 	priors := make([]prior, len(refs))
 	parallel(len(refs), func(i int) {
