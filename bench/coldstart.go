@@ -21,6 +21,9 @@ type coldResult struct {
 	StartMS      float64 // median time to the first full sync
 	HeapPerItem  float64 // bytes of live heap per item (median)
 	RSSPerItem   float64 // bytes of resident memory per item (median)
+	AllocPerItem float64 // bytes allocated per item during the start (median)
+	MallocsPer   float64 // heap objects allocated per item during the start (median)
+	GCs          float64 // collections during the start (median)
 	RunsMeasured int
 }
 
@@ -47,16 +50,19 @@ func heap() int64 {
 
 func measureCold(ctx context.Context, cfg Config, db *benchDB, runs int, logf func(string, ...any)) (coldResult, error) {
 	res := coldResult{Rows: db.rows, RunsMeasured: runs}
-	var start, heapPer, rssPer []float64
+	var start, heapPer, rssPer, allocPer, mallocsPer, gcs []float64
 	for range runs {
 		debug.FreeOSMemory()
 		h0, r0 := heap(), rss()
+		var m0, m1 runtime.MemStats
+		runtime.ReadMemStats(&m0)
 		t0 := time.Now()
 		l, err := startLoop(ctx, db.url, loopOptions{interval: time.Second})
 		if err != nil {
 			return res, err
 		}
 		took := time.Since(t0)
+		runtime.ReadMemStats(&m1)
 		h1, r1 := heap(), rss()
 		n := l.rec.Registries().Len(registry.KindEngine) +
 			l.rec.Registries().Len(registry.KindCredential) +
@@ -66,12 +72,16 @@ func measureCold(ctx context.Context, cfg Config, db *benchDB, runs int, logf fu
 		start = append(start, ms(took))
 		heapPer = append(heapPer, float64(h1-h0)/float64(n))
 		rssPer = append(rssPer, float64(r1-r0)/float64(n))
+		allocPer = append(allocPer, float64(m1.TotalAlloc-m0.TotalAlloc)/float64(n))
+		mallocsPer = append(mallocsPer, float64(m1.Mallocs-m0.Mallocs)/float64(n))
+		gcs = append(gcs, float64(m1.NumGC-m0.NumGC))
 	}
 	res.StartMS = median(start)
 	res.HeapPerItem = median(heapPer)
 	res.RSSPerItem = median(rssPer)
-	logf("cold start %8d rows: %d items in %.0f ms, %.0f B heap/item, %.0f B RSS/item",
-		db.rows, res.Items, res.StartMS, res.HeapPerItem, res.RSSPerItem)
+	res.AllocPerItem, res.MallocsPer, res.GCs = median(allocPer), median(mallocsPer), median(gcs)
+	logf("cold start %8d rows: %d items in %.0f ms, %.0f B heap/item, %.0f B RSS/item; allocated %.0f B in %.1f objects per item, %.0f GCs",
+		db.rows, res.Items, res.StartMS, res.HeapPerItem, res.RSSPerItem, res.AllocPerItem, res.MallocsPer, res.GCs)
 	return res, nil
 }
 

@@ -69,6 +69,7 @@ func startLoop(ctx context.Context, dbURL string, o loopOptions) (*loop, error) 
 		PollJitter:     jitter,
 		ResyncInterval: -1,
 		Materializers:  nopEngine(),
+		SyncGCPercent:  reconcile.DefaultSyncGCPercent, // as the daemon does
 		OnPass:         l.onPass,
 	})
 	l.rctx, l.cancel = context.WithCancel(ctx)

@@ -240,6 +240,7 @@ func (d *Daemon) Run(ctx context.Context) error {
 		Secrets:          secrets,
 		CodeObjects:      cfg.CodeObjects,
 		Limits:           limits(cfg),
+		SyncGCPercent:    syncGCPercent(),
 		Notifier:         notifier,
 		Metrics:          metrics,
 		Logger:           log,
@@ -484,6 +485,15 @@ func (d *Daemon) runDrift(ctx context.Context, drift *driftWriter) error {
 			}
 		}
 	}
+}
+
+// syncGCPercent is the GOGC of the first full sync: the loop's default,
+// unless the operator set GOGC (then theirs holds throughout).
+func syncGCPercent() int {
+	if _, set := os.LookupEnv("GOGC"); set {
+		return 0
+	}
+	return reconcile.DefaultSyncGCPercent
 }
 
 // pollJitter maps poll.jitter to the loop's option, where 0 means the

@@ -42,6 +42,12 @@ type Options struct {
 	// Limits cap what one metadata body may cost (size, references); zero
 	// fields take the metadata package's defaults.
 	Limits metadata.Limits
+	// SyncGCPercent, if above the garbage collector's own setting, is the
+	// GOGC the process runs at while the first full sync reads and
+	// applies, set back once it has (see gc.go). 0 (the default) leaves
+	// the collector alone: it is the whole process's setting. The daemon
+	// sets DefaultSyncGCPercent unless GOGC is set in its environment.
+	SyncGCPercent int
 
 	// OnPass, if set, is called after every pass (from the loop goroutine;
 	// must not block for long).

@@ -279,13 +279,19 @@ func (r *Reconciler) readMissing(ctx context.Context, dirty map[registry.Ref]boo
 // relistPass reads every row, rebuilds the model and applies every entry
 // whose signature changed, evicting what is no longer desired.
 func (r *Reconciler) relistPass(ctx context.Context, trig Trigger) ([]Change, error) {
+	restoreGC := func() {}
+	if !r.isSynced() { // the first full sync: the collector may run less (gc.go)
+		restoreGC = raiseGC(r.opts.SyncGCPercent)
+	}
 	all, cur, parsed, err := r.relistRows(ctx)
 	if err != nil {
+		restoreGC()
 		r.relistReason = trig
 		return nil, fmt.Errorf("relist (%s): %w", trig, err)
 	}
 	r.metrics.Relists.WithLabelValues(string(trig)).Inc()
 	changes := r.applyAll(ctx, all, parsed)
+	restoreGC() // before Synced: a synced process runs at its own setting
 	r.cursor = cur
 	r.relistReason = ""
 	r.markSynced()

@@ -150,6 +150,16 @@ func (r *Reconciler) Resync() { r.signal(flagResync) }
 // Synced is closed after the first full sync (readiness).
 func (r *Reconciler) Synced() <-chan struct{} { return r.synced }
 
+// isSynced reports whether the first full sync is done.
+func (r *Reconciler) isSynced() bool {
+	select {
+	case <-r.synced:
+		return true
+	default:
+		return false
+	}
+}
+
 // Registries returns a read-only view of the live registries.
 func (r *Reconciler) Registries() registry.View { return r.regs.View() }
 
