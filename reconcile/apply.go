@@ -47,9 +47,10 @@ type outcome struct {
 }
 
 // apply plans and applies the dirty entries refs (each once; apply sorts
-// the slice) in dependency order, returning the changes made. forced
-// entries are retried even if unchanged.
-func (r *Reconciler) apply(ctx context.Context, refs []registry.Ref, rows rowSet, forced map[registry.Ref]bool) []Change {
+// the slice) in dependency order, returning the changes made. rows finds
+// a node's current row (false, or a zero row: gone). forced entries are
+// retried even if unchanged.
+func (r *Reconciler) apply(ctx context.Context, refs []registry.Ref, rows func(*node) (rowOf, bool), forced map[registry.Ref]bool) []Change {
 	var evictions []registry.Ref
 	sortRefs(refs) // steps come out in the order they are applied
 	// Look everything up and compute the signatures on every core (each
@@ -64,7 +65,7 @@ func (r *Reconciler) apply(ctx context.Context, refs []registry.Ref, rows rowSet
 			p.had, p.sig, p.rev = true, prev.Signature, prev.Revision
 		}
 		if st.node = r.model.nodes[refs[i]]; st.node != nil {
-			if row, ok := rows[st.node.addr]; ok && row != (rowOf{}) {
+			if row, ok := rows(st.node); ok && row != (rowOf{}) {
 				st.row, st.sig, st.rev = row, signature(st.node, row, r.model), row.revision()
 			}
 		}

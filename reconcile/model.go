@@ -61,6 +61,10 @@ type node struct {
 	// body is the digest of the body this node was parsed from (bodySum),
 	// for signatures of the same revision.
 	body bodyDigest
+	// at is the index of the node's row in its table's rows, in the relist
+	// that built it (buildModel), so that applying that relist finds each
+	// row without an index by address.
+	at int
 }
 
 // model is the desired state as the loop knows it, with an index of

@@ -21,6 +21,27 @@ type rowOf struct {
 // rowSet indexes rows by address.
 type rowSet map[snapshot.Address]rowOf
 
+// find is the row of n in s.
+func (s rowSet) find(n *node) (rowOf, bool) {
+	row, ok := s[n.addr]
+	return row, ok
+}
+
+// relisted finds the row of a node built from all by buildModel.
+func relisted(all *snapshot.Rows) func(n *node) (rowOf, bool) {
+	return func(n *node) (rowOf, bool) {
+		switch n.addr.Table {
+		case snapshot.TableMetadata:
+			return rowOf{meta: &all.Metadata[n.at]}, true
+		case snapshot.TableSecret:
+			return rowOf{secret: &all.Secrets[n.at]}, true
+		case snapshot.TableCredential:
+			return rowOf{cred: &all.Credentials[n.at]}, true
+		}
+		return rowOf{}, false
+	}
+}
+
 func (s rowSet) add(rows snapshot.Rows) {
 	for i := range rows.Credentials {
 		c := &rows.Credentials[i]
@@ -56,15 +77,25 @@ func (r *Reconciler) buildModel(all snapshot.Rows, parsed []*node) *model {
 	ns := make([]*node, len(all.Credentials)+len(all.Secrets)+len(all.Metadata))
 	for i := range all.Credentials {
 		ns[i] = credentialNode(&all.Credentials[i])
+		ns[i].at = i
 	}
 	secrets := ns[len(all.Credentials) : len(all.Credentials)+len(all.Secrets)]
-	parallel(len(secrets), func(i int) { secrets[i] = secretNode(&all.Secrets[i], r.opts.Secrets) })
+	parallel(len(secrets), func(i int) {
+		if secrets[i] = secretNode(&all.Secrets[i], r.opts.Secrets); secrets[i] != nil {
+			secrets[i].at = i
+		}
+	})
 	metas := ns[len(all.Credentials)+len(all.Secrets):]
-	if len(parsed) == len(metas) {
-		copy(metas, parsed)
-	} else {
-		parallel(len(metas), func(i int) { metas[i] = metadataNode(&all.Metadata[i], r.opts.Limits) })
-	}
+	parallel(len(metas), func(i int) {
+		if len(parsed) == len(metas) {
+			metas[i] = parsed[i]
+		} else {
+			metas[i] = metadataNode(&all.Metadata[i], r.opts.Limits)
+		}
+		if metas[i] != nil {
+			metas[i].at = i
+		}
+	})
 	m := newModel(r.opts.CodeObjects, len(ns))
 	m.putAll(ns)
 	return m
@@ -250,7 +281,7 @@ func (r *Reconciler) applyDelta(ctx context.Context, addrs []snapshot.Address, f
 	for ref := range dirty {
 		refs = append(refs, ref)
 	}
-	return r.apply(ctx, refs, rows, forced), nil
+	return r.apply(ctx, refs, rows.find, forced), nil
 }
 
 // readMissing reads the rows of dirty entries that are not in rows yet.
@@ -317,8 +348,6 @@ func (r *Reconciler) relistRows(ctx context.Context) (snapshot.Rows, snapshot.Cu
 // nodes if already built) and applies every entry whose signature
 // changed, evicting what is no longer desired.
 func (r *Reconciler) applyAll(ctx context.Context, all snapshot.Rows, parsed []*node) []Change {
-	rows := make(rowSet, all.Len())
-	rows.add(all)
 	r.model = r.buildModel(all, parsed)
 	// Every desired entry, and every entry of the registries besides.
 	refs := make([]registry.Ref, 0, len(r.model.nodes))
@@ -332,7 +361,7 @@ func (r *Reconciler) applyAll(ctx context.Context, all snapshot.Rows, parsed []*
 			}
 		}
 	}
-	return r.apply(ctx, refs, rows, nil)
+	return r.apply(ctx, refs, relisted(&all), nil)
 }
 
 func sameWants(a, b []want) bool {
