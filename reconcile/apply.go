@@ -46,13 +46,20 @@ type outcome struct {
 	dropInstance bool
 }
 
+// target is an entry to apply: its ref and, if the caller has it at hand,
+// its node in the model (nil: apply looks it up).
+type target struct {
+	ref  registry.Ref
+	node *node
+}
+
 // apply plans and applies the dirty entries refs (each once; apply sorts
 // the slice) in dependency order, returning the changes made. rows finds
 // a node's current row (false, or a zero row: gone). forced entries are
 // retried even if unchanged.
-func (r *Reconciler) apply(ctx context.Context, refs []registry.Ref, rows func(*node) (rowOf, bool), forced map[registry.Ref]bool) []Change {
+func (r *Reconciler) apply(ctx context.Context, refs []target, rows func(*node) (rowOf, bool), forced map[registry.Ref]bool) []Change {
 	var evictions []registry.Ref
-	sortRefs(refs) // steps come out in the order they are applied
+	sortTargets(refs) // steps come out in the order they are applied
 	// Look everything up and compute the signatures on every core (each
 	// body's digest is already on its node). Each entry is planned as a
 	// step, kept (in place) if there is something to do.
@@ -60,11 +67,14 @@ func (r *Reconciler) apply(ctx context.Context, refs []registry.Ref, rows func(*
 	priors := make([]prior, len(refs))
 	parallel(len(refs), func(i int) {
 		st, p := &steps[i], &priors[i]
-		st.ref = refs[i]
-		if prev, ok := r.regs.Of(refs[i].Kind).Get(refs[i].Key); ok {
+		st.ref, st.node = refs[i].ref, refs[i].node
+		if prev, ok := r.regs.Of(st.ref.Kind).Get(st.ref.Key); ok {
 			p.had, p.sig, p.rev = true, prev.Signature, prev.Revision
 		}
-		if st.node = r.model.nodes[refs[i]]; st.node != nil {
+		if st.node == nil {
+			st.node = r.model.nodes[st.ref]
+		}
+		if st.node != nil {
 			if row, ok := rows(st.node); ok && row != (rowOf{}) {
 				st.row, st.sig, st.rev = row, signature(st.node, row, r.model), row.revision()
 			}
@@ -183,32 +193,29 @@ func applyOrder(a, b registry.Ref) int {
 	return strings.Compare(a.Key, b.Key)
 }
 
-// sortRefs sorts refs (each once) in apply order; a large slice in two
-// halves on two cores, then merged.
-func sortRefs(refs []registry.Ref) {
-	if len(refs) < 4096 || runtime.GOMAXPROCS(0) < 2 {
-		slices.SortFunc(refs, applyOrder)
+// sortTargets sorts ts (each ref once) in apply order; a large slice in
+// two halves on two cores, then merged.
+func sortTargets(ts []target) {
+	order := func(a, b target) int { return applyOrder(a.ref, b.ref) }
+	if len(ts) < 4096 || runtime.GOMAXPROCS(0) < 2 {
+		slices.SortFunc(ts, order)
 		return
 	}
-	a, b := refs[:len(refs)/2], refs[len(refs)/2:]
+	a, b := ts[:len(ts)/2], ts[len(ts)/2:]
 	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		slices.SortFunc(a, applyOrder)
-	}()
-	slices.SortFunc(b, applyOrder)
+	wg.Go(func() { slices.SortFunc(a, order) })
+	slices.SortFunc(b, order)
 	wg.Wait()
-	merged := make([]registry.Ref, 0, len(refs))
+	merged := make([]target, 0, len(ts))
 	for len(a) > 0 && len(b) > 0 {
-		if applyOrder(b[0], a[0]) < 0 {
+		if order(b[0], a[0]) < 0 {
 			merged, b = append(merged, b[0]), b[1:]
 		} else {
 			merged, a = append(merged, a[0]), a[1:]
 		}
 	}
 	merged = append(append(merged, a...), b...)
-	copy(refs, merged)
+	copy(ts, merged)
 }
 
 func kindOrder(k registry.Kind) int {

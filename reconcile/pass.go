@@ -277,9 +277,9 @@ func (r *Reconciler) applyDelta(ctx context.Context, addrs []snapshot.Address, f
 		r.relistReason = TriggerRecovered
 		return nil, err
 	}
-	refs := make([]registry.Ref, 0, len(dirty))
+	refs := make([]target, 0, len(dirty))
 	for ref := range dirty {
-		refs = append(refs, ref)
+		refs = append(refs, target{ref: ref})
 	}
 	return r.apply(ctx, refs, rows.find, forced), nil
 }
@@ -350,14 +350,14 @@ func (r *Reconciler) relistRows(ctx context.Context) (snapshot.Rows, snapshot.Cu
 func (r *Reconciler) applyAll(ctx context.Context, all snapshot.Rows, parsed []*node) []Change {
 	r.model = r.buildModel(all, parsed)
 	// Every desired entry, and every entry of the registries besides.
-	refs := make([]registry.Ref, 0, len(r.model.nodes))
-	for ref := range r.model.nodes {
-		refs = append(refs, ref)
+	refs := make([]target, 0, len(r.model.nodes))
+	for ref, n := range r.model.nodes {
+		refs = append(refs, target{ref, n})
 	}
 	for _, k := range registry.Kinds {
 		for _, key := range r.regs.Of(k).Keys() {
 			if ref := (registry.Ref{Kind: k, Key: key}); r.model.nodes[ref] == nil {
-				refs = append(refs, ref)
+				refs = append(refs, target{ref: ref})
 			}
 		}
 	}
