@@ -78,3 +78,18 @@ func BenchmarkParseCorpus(b *testing.B) {
 		}
 	}
 }
+
+// smallObject is a typical object body as PostgreSQL prints jsonb: the
+// reconciler's cold start calls Refs once for each of ~100k such rows.
+var smallObject = []byte(`{"label": "Object 17", "fields": {"name": {"type": "text"}, "amount": {"type": "currency"}, "parent": {"type": "lookup", "reference": "obj18"}}}`)
+
+// BenchmarkRefsSmall reads the references of one small object body.
+func BenchmarkRefsSmall(b *testing.B) {
+	b.ReportAllocs()
+	for b.Loop() {
+		it, err := metadata.Refs("object", "obj17", smallObject, metadata.Limits{})
+		if err != nil || len(it.Refs) != 1 {
+			b.Fatalf("Refs: %v %v", it, err)
+		}
+	}
+}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"unicode/utf8"
 )
 
 // Sentinels for errors.Is. Every *Fault is ErrInvalid; a checksum that does
@@ -96,4 +97,9 @@ func isIdent(s string) bool {
 
 // blank reports whether s is empty or only white space, which the platform
 // treats as no name at all.
-func blank(s string) bool { return strings.TrimSpace(s) == "" }
+func blank(s string) bool {
+	if s != "" && s[0] > ' ' && s[0] < utf8.RuneSelf {
+		return false // the usual name: no need to trim it (ASCII spaces are <= ' ')
+	}
+	return strings.TrimSpace(s) == ""
+}

@@ -70,11 +70,12 @@ func (p *parser) flowObject(cfg obj, key string) error {
 
 // regions walks the config members of a node that hold nested graphs.
 func (p *parser) regions(cfg obj, depth int) error {
-	for _, e := range dedupe(cfg.es) {
-		key, raw := e.key(), e.val
+	es := dedupe(cfg.src, cfg.es)
+	for j := range es {
+		key, raw := es[j].key(cfg.src), es[j].value(cfg.src)
 		switch kindOf(raw) {
 		case "an object":
-			g, err := cfg.asObject(raw, cfg.at(key))
+			g, err := cfg.asMember(&es[j], cfg.path())
 			if err != nil {
 				return err
 			}

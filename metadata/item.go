@@ -121,8 +121,11 @@ type Datasource struct {
 }
 
 // refSet collects references once each, in constant time per reference
-// (a scan while there are few, a map beyond).
+// (a scan while there are few, a map beyond). The first few are kept in
+// place: most bodies name no more, and collecting them allocates nothing.
 type refSet struct {
+	few  [smallSet]Ref
+	n    int // of few in use; beyond them, list holds them all
 	seen map[Ref]struct{}
 	list []Ref
 }
@@ -130,16 +133,19 @@ type refSet struct {
 func (s *refSet) add(kind RefKind, name string) {
 	r := Ref{Kind: kind, Name: name}
 	if s.seen == nil {
-		if slices.Contains(s.list, r) {
+		if slices.Contains(s.few[:s.n], r) {
 			return
 		}
-		if len(s.list) < smallSet {
-			s.list = append(s.list, r) // few: a scan beats a map
+		if s.n < len(s.few) {
+			s.few[s.n] = r // few: a scan beats a map
+			s.n++
 			return
 		}
 		s.seen = make(map[Ref]struct{}, 2*smallSet)
-		for _, x := range s.list {
+		s.list = make([]Ref, 0, 2*smallSet)
+		for _, x := range s.few {
 			s.seen[x] = struct{}{}
+			s.list = append(s.list, x)
 		}
 	}
 	if _, ok := s.seen[r]; ok {
@@ -149,12 +155,52 @@ func (s *refSet) add(kind RefKind, name string) {
 	s.list = append(s.list, r)
 }
 
-func (s *refSet) sorted() []Ref {
-	slices.SortFunc(s.list, func(a, b Ref) int {
-		if c := strings.Compare(string(a.Kind), string(b.Kind)); c != 0 {
-			return c
-		}
-		return strings.Compare(a.Name, b.Name)
-	})
-	return s.list
+// all returns the references collected, in the order added.
+func (s *refSet) all() []Ref {
+	if s.list != nil {
+		return s.list
+	}
+	return s.few[:s.n]
+}
+
+// item returns a copy of it whose Refs are the references collected,
+// sorted. An item with a few references shares one allocation with them
+// (Refs is called for every row), filled as it is allocated (a fresh
+// object needs no write barriers).
+func (s *refSet) item(it Item) *Item {
+	refs := s.all()
+	if len(refs) > 1 {
+		slices.SortFunc(refs, func(a, b Ref) int {
+			if c := strings.Compare(string(a.Kind), string(b.Kind)); c != 0 {
+				return c
+			}
+			return strings.Compare(a.Name, b.Name)
+		})
+	}
+	switch len(refs) {
+	case 1:
+		x := &struct {
+			it   Item
+			refs [1]Ref
+		}{it, [1]Ref{refs[0]}}
+		x.it.Refs = x.refs[:]
+		return &x.it
+	case 2:
+		x := &struct {
+			it   Item
+			refs [2]Ref
+		}{it, [2]Ref{refs[0], refs[1]}}
+		x.it.Refs = x.refs[:]
+		return &x.it
+	}
+	out := new(Item)
+	*out = it
+	switch {
+	case len(refs) == 0:
+	case s.list != nil:
+		out.Refs = s.list // already on the heap
+	default:
+		out.Refs = slices.Clone(refs)
+	}
+	return out
 }

@@ -8,11 +8,13 @@ import (
 )
 
 // The scanner reads any valid JSON object as encoding/json does: same
-// members (last value of a repeated key), same values, same strings.
+// members (last value of a repeated key), same values, same strings, and
+// so for the objects it lists along with their parent's members.
 func FuzzMembers(f *testing.F) {
 	for _, s := range []string{
 		`{}`, `{"a":1,"b":[1,{"c":"}"}],"a":"x\"y"}`, ` { "k" : null , "\u00e9\\" : true } `,
 		`{"a":{"b":{"c":[[],{}]}},"d":-1.5e3,"e":"\ud800","f":"` + "\xff" + `"}`,
+		`{"a":{"x":{"y":1},"x":{"z":{"w":{"v":{}}}}}, "b" : { } }`,
 	} {
 		f.Add([]byte(s))
 	}
@@ -21,41 +23,55 @@ func FuzzMembers(f *testing.F) {
 		if !json.Valid(t1) || len(t1) == 0 || t1[0] != '{' {
 			return
 		}
-		var want map[string]json.RawMessage
-		if err := json.Unmarshal(t1, &want); err != nil {
-			t.Fatal(err)
-		}
-		got := dedupe(members(t1, nil))
-		if len(got) != len(want) {
-			t.Fatalf("%d members, want %d", len(got), len(want))
-		}
-		for _, e := range got {
-			w, ok := want[e.key()]
-			if !ok || !bytes.Equal(e.val, bytes.TrimSpace(w)) {
-				t.Fatalf("member %q = %s, want %s", e.key(), e.val, w)
-			}
-			if e.val[0] == '"' {
-				var s string
-				_ = json.Unmarshal(e.val, &s)
-				if unquote(e.val) != s {
-					t.Fatalf("unquote(%s) = %q, want %q", e.val, unquote(e.val), s)
-				}
-			}
-			if e.val[0] == '[' {
-				var elems []json.RawMessage
-				_ = json.Unmarshal(e.val, &elems)
-				got := elements(e.val)
-				if len(got) != len(elems) {
-					t.Fatalf("elements(%s) = %d, want %d", e.val, len(got), len(elems))
-				}
-				for i := range got {
-					if !bytes.Equal(got[i], bytes.TrimSpace(elems[i])) {
-						t.Fatalf("element %d = %s, want %s", i, got[i], elems[i])
-					}
-				}
-			}
-		}
+		a := &arena{}
+		sameMembers(t, a, t1, t1, a.members(t1, 0))
 	})
+}
+
+// sameMembers checks es, the members of the object o listed from src,
+// against encoding/json's reading of o, and the members listed with them.
+func sameMembers(t *testing.T, a *arena, src, o []byte, es []entry) {
+	t.Helper()
+	var want map[string]json.RawMessage
+	if err := json.Unmarshal(o, &want); err != nil {
+		t.Fatal(err)
+	}
+	got := dedupe(src, es)
+	if len(got) != len(want) {
+		t.Fatalf("%s: %d members, want %d", o, len(got), len(want))
+	}
+	for _, e := range got {
+		val := e.value(src)
+		w, ok := want[e.key(src)]
+		if !ok || !bytes.Equal(val, bytes.TrimSpace(w)) {
+			t.Fatalf("member %q = %s, want %s", e.key(src), val, w)
+		}
+		switch val[0] {
+		case '"':
+			var s string
+			_ = json.Unmarshal(val, &s)
+			if unquote(val) != s {
+				t.Fatalf("unquote(%s) = %q, want %q", val, unquote(val), s)
+			}
+		case '[':
+			var elems []json.RawMessage
+			_ = json.Unmarshal(val, &elems)
+			got := elements(val)
+			if len(got) != len(elems) {
+				t.Fatalf("elements(%s) = %d, want %d", val, len(got), len(elems))
+			}
+			for i := range got {
+				if !bytes.Equal(got[i], bytes.TrimSpace(elems[i])) {
+					t.Fatalf("element %d = %s, want %s", i, got[i], elems[i])
+				}
+			}
+		}
+		if e.listed {
+			sameMembers(t, a, src, val, a.at(e.kids))
+		} else if e.kids != (span{}) {
+			t.Fatalf("member %q has members but is not listed", e.key(src))
+		}
+	}
 }
 
 func FuzzParse(f *testing.F) {

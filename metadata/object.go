@@ -1,7 +1,14 @@
 package metadata
 
-// The field types whose reference names another object.
-var referenceTypes = map[string]bool{"lookup": true, "master_detail": true, "tree": true}
+// isReferenceType reports whether a field of type t references another
+// object by its reference.
+func isReferenceType(t string) bool {
+	switch t {
+	case "lookup", "master_detail", "tree":
+		return true
+	}
+	return false
+}
 
 // primaryDatasource is the datasource every node has built in: an object
 // in it names no datasource item.
@@ -28,8 +35,8 @@ func (p *parser) object() error {
 	if len(es) > 0 && !p.refsOnly {
 		o.Fields = make([]Field, 0, len(es))
 	}
-	for _, e := range es {
-		f, err := p.field(e)
+	for i := range es {
+		f, err := p.field(&es[i])
 		if err != nil {
 			return err
 		}
@@ -43,14 +50,14 @@ func (p *parser) object() error {
 	return eachObject(p.root, "listViews", p.listView)
 }
 
-func (p *parser) field(e entry) (Field, error) {
+func (p *parser) field(e *entry) (Field, error) {
 	fo, err := p.root.asMember(e, "fields")
 	if err != nil {
 		return Field{}, err
 	}
 	var f Field
 	if !p.refsOnly {
-		f.Name = e.key()
+		f.Name = e.key(p.root.src)
 	}
 	typ, ok, err := fo.fieldType()
 	if err != nil {
@@ -67,7 +74,7 @@ func (p *parser) field(e entry) (Field, error) {
 	if err != nil {
 		return Field{}, err
 	}
-	if ref != "" && referenceTypes[typ] {
+	if ref != "" && isReferenceType(typ) {
 		f.Reference = ref
 		p.refs.add(RefObject, ref)
 	}
@@ -83,7 +90,7 @@ func (p *parser) field(e entry) (Field, error) {
 
 // fieldType reads a field's "type" like str, without allocating for the
 // platform's common field types (a body has a type per field).
-func (o obj) fieldType() (string, bool, error) {
+func (o *obj) fieldType() (string, bool, error) {
 	raw, ok := o.get("type")
 	if ok && len(raw) > 2 && raw[0] == '"' {
 		if t, known := commonFieldType(raw[1 : len(raw)-1]); known {

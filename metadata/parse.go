@@ -35,21 +35,20 @@ func parse(typ, name string, body []byte, lim Limits, validate bool) (*Item, err
 	if err != nil {
 		return nil, err
 	}
-	p := parser{root: root, item: &Item{Type: typ, Name: name, Desired: true}, refsOnly: !validate}
+	p := parser{root: root, item: Item{Type: typ, Name: name, Desired: true}, refsOnly: !validate}
 	if err := p.parse(); err != nil {
 		return nil, err
 	}
-	if n := len(p.refs.list); n > lim.MaxRefs {
+	if n := len(p.refs.all()); n > lim.MaxRefs {
 		return nil, tooManyRefs(n, lim.MaxRefs)
 	}
-	p.item.Refs = p.refs.sorted()
-	return p.item, nil
+	return p.refs.item(p.item), nil
 }
 
 // parser holds one Parse call's state.
 type parser struct {
 	root obj
-	item *Item
+	item Item // without Refs, which refs collects
 	refs refSet
 	// refsOnly leaves an object's fields out of the item (Refs).
 	refsOnly bool
@@ -121,8 +120,8 @@ func eachObject(o obj, key string, fn func(obj) error) error {
 		return err
 	}
 	path := o.at(key)
-	for _, e := range es {
-		v, err := o.asMember(e, path)
+	for i := range es {
+		v, err := o.asMember(&es[i], path)
 		if err != nil {
 			return err
 		}

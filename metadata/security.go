@@ -54,7 +54,7 @@ func (p *parser) permission() error {
 		return err
 	}
 	for _, e := range objs {
-		if k := e.key(); !blank(k) && k != wildcard {
+		if k := e.key(p.root.src); !blank(k) && k != wildcard {
 			p.refs.add(RefObject, k)
 		}
 	}
@@ -63,7 +63,7 @@ func (p *parser) permission() error {
 		return err
 	}
 	for _, e := range fields {
-		k := e.key()
+		k := e.key(p.root.src)
 		o, _, ok := strings.Cut(k, ".")
 		if !ok || blank(o) {
 			return faultf(member(p.root.at("fields"), k), "must be named \"object.field\"")
