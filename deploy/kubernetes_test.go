@@ -31,6 +31,9 @@ type k8sEnv struct {
 			Name string `yaml:"name"`
 			Key  string `yaml:"key"`
 		} `yaml:"secretKeyRef"`
+		ResourceFieldRef struct {
+			Resource string `yaml:"resource"`
+		} `yaml:"resourceFieldRef"`
 	} `yaml:"valueFrom"`
 }
 
@@ -182,6 +185,9 @@ func TestKubernetesKustomize(t *testing.T) {
 	}
 	if v := env["RECONCILER_REPLICA_TOKEN_ENV"].Value; v != "" {
 		fromSecret(v)
+	}
+	if got := env["GOMEMLIMIT"].ValueFrom.ResourceFieldRef.Resource; got != "limits.memory" {
+		t.Errorf("GOMEMLIMIT comes from %q, want the container's limits.memory (the collector must keep under it)", got)
 	}
 	if env["RECONCILER_STATUS_LISTEN"].Value == "" {
 		t.Error("RECONCILER_STATUS_LISTEN is not set: the default (loopback) is out of the kubelet's reach")

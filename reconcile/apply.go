@@ -392,10 +392,28 @@ func (r *Reconciler) count(k registry.Kind, from, to registry.State) {
 // tally collects the state counts and materialization results of many
 // entries, applied at once by flush (an apply records up to every entry:
 // one lock and one metric update per entry cost a cold start more than
-// its no-op materializers).
+// its no-op materializers). An apply sees a handful of distinct moves and
+// results: they are counted in short lists, not maps (no hashing per
+// entry).
 type tally struct {
-	moves   map[move]int
-	results map[result]int
+	moves   []counted[move]
+	results []counted[result]
+}
+
+type counted[T comparable] struct {
+	key T
+	n   int
+}
+
+// count adds one to key's count in list.
+func count[T comparable](list []counted[T], key T) []counted[T] {
+	for i := range list {
+		if list[i].key == key {
+			list[i].n++
+			return list
+		}
+	}
+	return append(list, counted[T]{key, 1})
 }
 
 type move struct {
@@ -411,27 +429,20 @@ type result struct {
 // move counts one entry of kind k moving from state from to state to
 // ("" = none).
 func (t *tally) move(k registry.Kind, from, to registry.State) {
-	if from == to {
-		return
+	if from != to {
+		t.moves = count(t.moves, move{k, from, to})
 	}
-	if t.moves == nil {
-		t.moves = make(map[move]int)
-	}
-	t.moves[move{k, from, to}]++
 }
 
 // result counts one materialization of kind k with result label.
 func (t *tally) result(k registry.Kind, label string) {
-	if t.results == nil {
-		t.results = make(map[result]int)
-	}
-	t.results[result{k, label}]++
+	t.results = count(t.results, result{k, label})
 }
 
 // flush applies t to the status counts and metrics.
 func (r *Reconciler) flush(t *tally) {
-	for res, n := range t.results {
-		r.metrics.Materializations.WithLabelValues(string(res.kind), res.label).Add(float64(n))
+	for _, c := range t.results {
+		r.metrics.Materializations.WithLabelValues(string(c.key.kind), c.key.label).Add(float64(c.n))
 	}
 	if len(t.moves) == 0 {
 		return
@@ -439,7 +450,8 @@ func (r *Reconciler) flush(t *tally) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	touched := make(map[move]bool, 2*len(t.moves))
-	for mv, n := range t.moves {
+	for _, mc := range t.moves {
+		mv, n := mc.key, mc.n
 		c := r.status.Counts[mv.kind]
 		if mv.from != "" {
 			c[mv.from] -= n

@@ -72,7 +72,7 @@ type node struct {
 type model struct {
 	nodes      map[registry.Ref]*node
 	byAddr     map[snapshot.Address]registry.Ref
-	bySym      map[string][]registry.Ref
+	bySym      map[string][]*node
 	dependents map[string]map[registry.Ref]struct{}
 	code       []string // object names defined in code, besides sys_*
 }
@@ -82,7 +82,7 @@ func newModel(codeObjects []string, size int) *model {
 	m := &model{
 		nodes:      make(map[registry.Ref]*node, size),
 		byAddr:     make(map[snapshot.Address]registry.Ref, size),
-		bySym:      make(map[string][]registry.Ref, size),
+		bySym:      make(map[string][]*node, size),
 		dependents: make(map[string]map[registry.Ref]struct{}),
 		code:       codeObjects,
 	}
@@ -98,7 +98,7 @@ func (m *model) put(n *node) {
 	}
 	m.nodes[n.ref] = n
 	m.byAddr[n.addr] = n.ref
-	m.bySym[n.sym] = append(m.bySym[n.sym], n.ref)
+	m.bySym[n.sym] = append(m.bySym[n.sym], n)
 	for _, w := range n.wants {
 		s := w.sym()
 		set := m.dependents[s]
@@ -184,9 +184,9 @@ func (m *model) indexAddrs(ns []*node) {
 // one candidate: theirs share one array (a second candidate moves its
 // symbol's list out of it).
 func (m *model) indexSyms(ns []*node) {
-	one := make([]registry.Ref, len(ns))
+	one := make([]*node, len(ns))
 	for i, n := range ns {
-		one[i] = n.ref
+		one[i] = n
 		m.bySym[n.sym] = one[i : i+1 : i+1]
 	}
 	if len(m.bySym) == len(ns) {
@@ -195,7 +195,7 @@ func (m *model) indexSyms(ns []*node) {
 	clear(m.bySym)
 	for i, n := range ns {
 		if c, ok := m.bySym[n.sym]; ok {
-			m.bySym[n.sym] = append(c, n.ref)
+			m.bySym[n.sym] = append(c, n)
 			continue
 		}
 		m.bySym[n.sym] = one[i : i+1 : i+1]
@@ -245,8 +245,8 @@ func (m *model) remove(ref registry.Ref) {
 
 func (m *model) unindex(n *node) {
 	if c := m.bySym[n.sym]; len(c) > 0 {
-		for i, r := range c {
-			if r == n.ref {
+		for i, cn := range c {
+			if cn.ref == n.ref {
 				c[i] = c[len(c)-1]
 				c = c[:len(c)-1]
 				break
@@ -285,28 +285,28 @@ func (m *model) markDependents(syms map[string]bool, dirty map[registry.Ref]bool
 	}
 }
 
-// codeRef is what a reference to an object defined in code resolves to.
+// codeRef is what a reference to an object defined in code resolves to
+// in signatures.
 var codeRef = registry.Ref{Kind: registry.KindEngine, Key: "(code)"}
 
-// resolve returns the entry a reference of n resolves to: the candidate in
-// n's organization, else the org-less one; among several, the one without
-// a package, then the lowest package. Objects defined in code resolve to
-// codeRef. ok is false when nothing answers.
-func (m *model) resolve(n *node, w want) (registry.Ref, bool) {
+// resolveNode returns the node a reference w of n resolves to: the
+// candidate in n's organization, else the org-less one; among several, the
+// one without a package, then the lowest package. An object defined in
+// code resolves to nil (ok true). ok is false when nothing answers.
+func (m *model) resolveNode(n *node, w want) (*node, bool) {
 	cands := m.bySym[w.sym()]
 	if len(cands) == 0 {
 		if w.kind == registry.KindEngine && w.typ == "object" && metadata.IsCodeObject(w.name, m.code) {
-			return codeRef, true
+			return nil, true
 		}
-		return registry.Ref{}, false
+		return nil, false
 	}
 	if w.kind == registry.KindCredential {
 		return cands[0], true
 	}
 	var best *node
 	bestRank := 3
-	for _, ref := range cands {
-		c := m.nodes[ref]
+	for _, c := range cands {
 		rank := 2
 		switch c.org {
 		case n.org:
@@ -321,10 +321,7 @@ func (m *model) resolve(n *node, w want) (registry.Ref, bool) {
 			best, bestRank = c, rank
 		}
 	}
-	if best == nil {
-		return registry.Ref{}, false
-	}
-	return best.ref, true
+	return best, best != nil
 }
 
 // pkgLess orders packages for resolution: no package first, then by id.
@@ -333,15 +330,6 @@ func pkgLess(a, b string) bool {
 		return a == "" && b != ""
 	}
 	return a < b
-}
-
-// depRev is the revision a resolved dependency contributes to a signature:
-// its revision, or -1 when it is not desired.
-func (m *model) depRev(r registry.Ref) int64 {
-	if n, ok := m.nodes[r]; ok {
-		return n.rev
-	}
-	return -1
 }
 
 // ref is the metadata reference a want stands for, as reasons name it.
@@ -504,22 +492,28 @@ func signature(n *node, row rowOf, m *model) string {
 	}
 	for _, w := range n.wants {
 		h.str(w.sym())
-		dep, ok := m.resolve(n, w)
-		if !ok {
+		dn, ok := m.resolveNode(n, w)
+		switch {
+		case !ok:
+			h.int(-1)
+			continue
+		case dn == nil: // defined in code
+			h.str(codeRef.Key)
 			h.int(-1)
 			continue
 		}
-		h.str(dep.Key)
-		h.int(m.depRev(dep))
+		h.str(dn.ref.Key)
+		h.int(dn.rev)
 		// A borrowed connector's credential is part of the borrower.
-		if dn := m.nodes[dep]; dn != nil && dep.Kind == registry.KindConnector {
+		if dn.ref.Kind == registry.KindConnector {
 			for _, cw := range dn.wants {
 				if cw.kind == registry.KindCredential {
-					cr, ok := m.resolve(dn, cw)
-					h.str(cr.Key)
+					cr, ok := m.resolveNode(dn, cw)
 					if ok {
-						h.int(m.depRev(cr))
+						h.str(cr.ref.Key)
+						h.int(cr.rev)
 					} else {
+						h.str("")
 						h.int(-1)
 					}
 				}

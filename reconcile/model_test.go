@@ -64,9 +64,16 @@ func samePut(t *testing.T, want, got *model) {
 	if len(want.bySym) != len(got.bySym) {
 		t.Fatalf("symbols: %v, want %v", got.bySym, want.bySym)
 	}
-	for s, refs := range want.bySym {
-		if g := got.bySym[s]; !slices.Equal(slices.SortedFunc(slices.Values(g), applyOrder), slices.SortedFunc(slices.Values(refs), applyOrder)) {
-			t.Fatalf("candidates of %q: %v, want %v", s, g, refs)
+	refsOf := func(ns []*node) []registry.Ref {
+		refs := make([]registry.Ref, len(ns))
+		for i, n := range ns {
+			refs[i] = n.ref
+		}
+		return slices.SortedFunc(slices.Values(refs), applyOrder)
+	}
+	for s, ns := range want.bySym {
+		if g, w := refsOf(got.bySym[s]), refsOf(ns); !slices.Equal(g, w) {
+			t.Fatalf("candidates of %q: %v, want %v", s, g, w)
 		}
 	}
 	if len(want.dependents) != len(got.dependents) {

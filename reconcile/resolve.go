@@ -25,7 +25,7 @@ func (r *Reconciler) desired(st step) (Desired, string) {
 	}
 	var missing []metadata.Ref
 	for _, w := range n.wants {
-		dep, ok := r.model.resolve(n, w)
+		dep, ok := r.model.resolveNode(n, w)
 		switch w.kind {
 		case registry.KindCredential:
 			ref, secret, hold := r.credential(n, w)
@@ -38,13 +38,12 @@ func (r *Reconciler) desired(st step) (Desired, string) {
 				missing = append(missing, w.ref())
 				continue
 			}
-			cn := r.model.nodes[dep]
 			lent := false
-			for _, cw := range cn.wants {
+			for _, cw := range dep.wants {
 				if cw.kind != registry.KindCredential {
 					continue
 				}
-				ref, secret, hold := r.credential(cn, cw)
+				ref, secret, hold := r.credential(dep, cw)
 				if hold != "" {
 					return d, hold
 				}
@@ -53,12 +52,12 @@ func (r *Reconciler) desired(st step) (Desired, string) {
 			if !lent {
 				return d, "connector " + w.name + " has no credential to lend"
 			}
-			d.Refs = append(d.Refs, dep)
+			d.Refs = append(d.Refs, dep.ref)
 		default:
 			if !ok {
 				missing = append(missing, w.ref())
-			} else if dep != codeRef {
-				d.Refs = append(d.Refs, dep)
+			} else if dep != nil { // nil: defined in code
+				d.Refs = append(d.Refs, dep.ref)
 			}
 		}
 	}
@@ -72,11 +71,10 @@ func (r *Reconciler) desired(st step) (Desired, string) {
 // why it cannot be used.
 func (r *Reconciler) credential(n *node, w want) (string, snapshot.Secret, string) {
 	name := credentialName(w.name)
-	dep, ok := r.model.resolve(n, w)
+	cn, ok := r.model.resolveNode(n, w)
 	if !ok {
 		return name, snapshot.Secret{}, "credential " + name + " is missing"
 	}
-	cn := r.model.nodes[dep]
 	if cn.hold != "" {
 		return name, snapshot.Secret{}, cn.hold
 	}

@@ -50,6 +50,9 @@ func CredentialKey(ref string) string { return Escape(ref) }
 func SecretKey(id string) string { return SecretPrefix + Escape(id) }
 
 func scoped(org, body, pkg string) string {
+	if org == "" && pkg == "" {
+		return body // most keys: no copy
+	}
 	n := len(body)
 	if org != "" {
 		n += len(org) + 1

@@ -73,7 +73,6 @@ func putParser(p *parser) {
 		return
 	}
 	p.in, p.out = nil, nil
-	clear(p.members[:cap(p.members)]) // keys may point into the last body
 	parsers.Put(p)
 }
 

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"cmp"
 	"fmt"
+	"math"
 	"slices"
 	"strconv"
 	"strings"
@@ -31,27 +32,30 @@ type parser struct {
 	refused bool
 }
 
-// member is one object member: its decoded key (a slice of in or of keys),
-// its array index (-1 when the key is not one) and where its canonical
-// "key":value text stands in out.
+// member is one object member: where its canonical "key":value text
+// stands in out, its decoded key and the key's array index. The key is
+// held as offsets, not a slice: keys grows while later members are read,
+// and a pooled parser must not keep the last body alive.
 type member struct {
-	key        []byte
-	keyStart   int // offset in parser.keys, or -1 when key is a slice of in
-	index      int64
 	start, end int
-	proto      bool
+	// key and keyLen locate the decoded key: in keys when escaped (it had
+	// an escape or ill-formed UTF-8), else in in.
+	key, keyLen int
+	index       int64 // notIndex when the key is not an array index
+	escaped     bool
+	proto       bool
 }
 
 func (p *parser) space() {
-	for p.pos < len(p.in) {
-		switch p.in[p.pos] {
-		case ' ', '\t', '\n', '\r':
-			p.pos++
-		default:
-			return
-		}
+	// A loop on locals: the compiler keeps them in registers, not p.pos.
+	in, i := p.in, p.pos
+	for i < len(in) && isSpace(in[i]) {
+		i++
 	}
+	p.pos = i
 }
+
+func isSpace(c byte) bool { return c == ' ' || c == '\n' || c == '\r' || c == '\t' }
 
 // fail describes what is wrong at the current position.
 func (p *parser) fail(what string) error {
@@ -71,15 +75,14 @@ func (p *parser) value(depth int) error {
 	case c == '[':
 		return p.array(depth + 1)
 	case c == '"':
+		open := p.pos
 		p.str = p.str[:0]
 		raw, err := p.string(&p.str)
 		if err != nil {
 			return err
 		}
 		if raw != nil {
-			p.out = append(p.out, '"')
-			p.out = append(p.out, raw...)
-			p.out = append(p.out, '"')
+			p.out = append(p.out, p.in[open:p.pos]...) // with its quotes
 		} else {
 			p.out = appendString(p.out, p.str)
 		}
@@ -152,26 +155,24 @@ func (p *parser) object(depth int) error {
 	start := len(p.out)
 	p.out = append(p.out, '{')
 	base, keysBase := len(p.members), len(p.keys)
-	defer func() {
-		p.members = p.members[:base]
-		p.keys = p.keys[:keysBase]
-	}()
 	p.space()
 	if p.pos < len(p.in) && p.in[p.pos] == '}' {
 		p.pos++
 		p.out = append(p.out, '}')
 		return nil
 	}
+	proto := false
 	for {
 		p.space()
 		if p.pos >= len(p.in) || p.in[p.pos] != '"' {
 			return p.fail("looking for an object key")
 		}
-		keyStart := len(p.keys)
+		open, keyStart := p.pos, len(p.keys)
 		raw, err := p.string(&p.keys)
 		if err != nil {
 			return err
 		}
+		end := p.pos
 		p.space()
 		if p.pos >= len(p.in) || p.in[p.pos] != ':' {
 			return p.fail("after an object key")
@@ -181,25 +182,33 @@ func (p *parser) object(depth int) error {
 		if len(p.members) > base {
 			p.out = append(p.out, ',')
 		}
-		m := member{keyStart: -1, start: len(p.out)}
+		// The member is appended once its value is read (the value's own
+		// members are pushed first) and filled in place: one built on the
+		// stack and copied costs a store-forwarding stall per member.
+		memberStart := len(p.out)
+		var key []byte
 		if raw != nil {
-			m.key = raw
-			p.out = append(p.out, '"')
-			p.out = append(p.out, raw...)
-			p.out = append(p.out, '"')
+			key = raw
+			p.out = append(p.out, p.in[open:end]...) // with its quotes
 		} else {
-			m.keyStart = keyStart
-			m.key = p.keys[keyStart:]
-			p.out = appendString(p.out, m.key)
+			key = p.keys[keyStart:]
+			p.out = appendString(p.out, key)
 		}
-		m.index = arrayIndex(m.key)
-		m.proto = string(m.key) == "__proto__"
+		keyOff, keyLen, escaped := open+1, len(key), raw == nil
+		if escaped {
+			keyOff = keyStart
+		}
+		index, isProto := arrayIndex(key), string(key) == "__proto__"
+		proto = proto || isProto
 		p.out = append(p.out, ':')
 		if err := p.value(depth); err != nil {
 			return err
 		}
-		m.end = len(p.out)
-		p.members = append(p.members, m)
+		p.members = append(p.members, member{})
+		m := &p.members[len(p.members)-1]
+		m.start, m.end = memberStart, len(p.out)
+		m.key, m.keyLen, m.index = keyOff, keyLen, index
+		m.escaped, m.proto = escaped, isProto
 		p.space()
 		if p.pos >= len(p.in) {
 			return p.fail("in an object")
@@ -216,84 +225,129 @@ func (p *parser) object(depth int) error {
 	}
 	p.out = append(p.out, '}')
 	members := p.members[base:]
-	// Keys decoded into p.keys were sliced before later keys (and nested
-	// objects) could grow it; slice them again now that it is final.
-	for i := range members {
-		if k := members[i].keyStart; k >= 0 {
-			members[i].key = p.keys[k : k+len(members[i].key)]
+	moved, dup := p.sortMembers(members)
+	if moved || dup || proto {
+		p.rewrite(start, members, dup)
+	}
+	// Pop this object's members and keys. (An error above ends the
+	// parse, and the next one starts with empty stacks.)
+	p.members = p.members[:base]
+	p.keys = p.keys[:keysBase]
+	return nil
+}
+
+// maxInsertionSort is the most members sortMembers sorts by insertion:
+// most objects are this small, where it beats slices.SortStableFunc.
+const maxInsertionSort = 16
+
+// sortMembers sorts members stably into canonical order (the last of
+// duplicates stays last). It reports whether any member moved and
+// whether there may be duplicates.
+func (p *parser) sortMembers(members []member) (moved, dup bool) {
+	for i := 1; i < len(members); i++ {
+		c := p.compare(&members[i-1], &members[i])
+		if c < 0 {
+			continue // in order so far, the common case
 		}
+		if c == 0 {
+			dup = true
+			continue
+		}
+		if len(members) > maxInsertionSort {
+			slices.SortStableFunc(members, func(a, b member) int { return p.compare(&a, &b) })
+			return true, true
+		}
+		// Insert members[i] after the last member not greater: a member
+		// equal to it is met there, so dup misses none.
+		moved = true
+		m := members[i]
+		j := i - 1
+		for j > 0 {
+			c := p.compare(&members[j-1], &m)
+			if c <= 0 {
+				dup = dup || c == 0
+				break
+			}
+			j--
+		}
+		copy(members[j+1:i+1], members[j:i])
+		members[j] = m
 	}
-	if inOrder(members) {
-		return nil
-	}
+	return moved, dup
+}
+
+// rewrite writes the object that starts at start in out again, with its
+// members in the order of members (sorted), dropping the duplicates that
+// a later one replaces, when dup tells there may be some, and
+// "__proto__".
+func (p *parser) rewrite(start int, members []member, dup bool) {
 	p.scratch = append(p.scratch[:0], p.out[start:]...)
-	slices.SortStableFunc(members, compareMembers) // the last of duplicates stays last
 	p.out = append(p.out[:start], '{')
 	first := true
-	for i, m := range members {
-		if i+1 < len(members) && compareMembers(members[i+1], m) == 0 {
+	for i := range members {
+		m := &members[i]
+		if dup && i+1 < len(members) && p.compare(&members[i+1], m) == 0 {
 			continue // replaced by a later duplicate
 		}
+		text := p.scratch[m.start-start : m.end-start]
 		if m.proto {
 			// Dropped, but the platform canonicalizes its value first:
 			// keep a refused number's mark.
-			p.out = p.keepMark(p.out, p.scratch[m.start-start:m.end-start])
+			p.out = p.keepMark(p.out, text)
 			continue
 		}
 		if !first {
 			p.out = append(p.out, ',')
 		}
 		first = false
-		p.out = append(p.out, p.scratch[m.start-start:m.end-start]...)
+		p.out = append(p.out, text...)
 	}
 	p.out = append(p.out, '}')
-	return nil
 }
 
-// inOrder reports whether members are already in canonical order, with no
-// duplicate and no "__proto__" key.
-func inOrder(members []member) bool {
-	for i := range members {
-		if members[i].proto || (i > 0 && compareMembers(members[i-1], members[i]) >= 0) {
-			return false
-		}
+// keyOf returns the decoded key of m.
+func (p *parser) keyOf(m *member) []byte {
+	if m.escaped {
+		return p.keys[m.key : m.key+m.keyLen]
 	}
-	return true
+	return p.in[m.key : m.key+m.keyLen]
 }
 
-// compareMembers orders keys as JavaScript enumerates an object's keys
-// after inserting them in sorted order: array indices first, ascending,
-// then the others in UTF-16 code unit order.
-func compareMembers(a, b member) int {
-	switch {
-	case a.index >= 0 && b.index >= 0:
-		return cmp.Compare(a.index, b.index)
-	case a.index >= 0:
-		return -1
-	case b.index >= 0:
-		return 1
+// compare orders keys as JavaScript enumerates an object's keys after
+// inserting them in sorted order: array indices first, ascending, then
+// the others in UTF-16 code unit order.
+func (p *parser) compare(a, b *member) int {
+	if a.index != b.index {
+		return cmp.Compare(a.index, b.index) // notIndex is above every index
 	}
-	return compareUTF16(a.key, b.key)
+	if a.index != notIndex {
+		return 0
+	}
+	return compareUTF16(p.keyOf(a), p.keyOf(b))
 }
 
 // maxIndex is the largest array index, 2^32 - 2.
 const maxIndex = 1<<32 - 2
 
-// arrayIndex returns the array index a key denotes, or -1: the canonical
-// decimal of an integer from 0 to 2^32 - 2.
+// notIndex stands for a key that is not an array index; it sorts after
+// them all.
+const notIndex = math.MaxInt64
+
+// arrayIndex returns the array index a key denotes, or notIndex: the
+// canonical decimal of an integer from 0 to 2^32 - 2.
 func arrayIndex(k []byte) int64 {
 	if len(k) == 0 || len(k) > 10 || (k[0] == '0' && len(k) > 1) {
-		return -1
+		return notIndex
 	}
 	var n int64
 	for _, c := range k {
 		if c < '0' || c > '9' {
-			return -1
+			return notIndex
 		}
 		n = n*10 + int64(c-'0')
 	}
 	if n > maxIndex {
-		return -1
+		return notIndex
 	}
 	return n
 }

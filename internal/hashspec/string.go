@@ -17,6 +17,17 @@ import (
 func (p *parser) string(dst *[]byte) ([]byte, error) {
 	p.pos++ // opening quote
 	start := p.pos
+	// Most strings are plain ASCII: skip those bytes in a tight loop on
+	// locals, then look at what stopped it.
+	in, i := p.in, start
+	for i < len(in) && plainASCII(in[i]) {
+		i++
+	}
+	if i < len(in) && in[i] == '"' {
+		p.pos = i + 1
+		return in[start:i], nil
+	}
+	p.pos = i
 	ascii := true
 	for p.pos < len(p.in) {
 		c := p.in[p.pos]
@@ -72,6 +83,10 @@ func (p *parser) string(dst *[]byte) ([]byte, error) {
 		}
 	}
 }
+
+// plainASCII reports whether c stands for itself in a JSON string and in
+// its canonical text.
+func plainASCII(c byte) bool { return c >= 0x20 && c < utf8.RuneSelf && c != '"' && c != '\\' }
 
 // escape decodes the escape sequence at p.pos onto d.
 func (p *parser) escape(d []byte) ([]byte, error) {
