@@ -33,19 +33,16 @@ func (r *Registry) Get(key string) (Entry, bool) {
 // the key (an entry already stored under it has them).
 func (r *Registry) Put(e Entry) {
 	e.Kind = r.kind
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if cur, ok := r.entries[e.Key]; ok {
-		e.KeyParts = cur.KeyParts
-		*cur = e
-		return
-	}
 	if p, err := ParseKey(r.kind, e.Key); err == nil {
-		e.KeyParts = p
+		e.KeyParts = p // what an entry stored under the key has too
 	}
 	stored := new(Entry) // e itself stays on the stack
 	*stored = e
+	r.mu.Lock()
+	// One probe: an entry already stored is replaced (the registry hands
+	// out copies, never its pointers).
 	r.entries[e.Key] = stored
+	r.mu.Unlock()
 }
 
 // Upsert calls fn with the entry for key under the lock (fn must not
