@@ -285,9 +285,9 @@ func (m *model) markDependents(syms map[string]bool, dirty map[registry.Ref]bool
 	}
 }
 
-// codeRef is what a reference to an object defined in code resolves to
-// in signatures.
-var codeRef = registry.Ref{Kind: registry.KindEngine, Key: "(code)"}
+// codeKey is what a reference to an object defined in code resolves to in
+// signatures.
+const codeKey = "(code)"
 
 // resolveNode returns the node a reference w of n resolves to: the
 // candidate in n's organization, else the org-less one; among several, the
@@ -498,7 +498,7 @@ func signature(n *node, row rowOf, m *model) string {
 			h.int(-1)
 			continue
 		case dn == nil: // defined in code
-			h.str(codeRef.Key)
+			h.str(codeKey)
 			h.int(-1)
 			continue
 		}
