@@ -54,8 +54,12 @@ type Reconciler struct {
 
 	abandoned *abandoned // calls the loop stopped waiting for
 
-	mu     sync.Mutex // guards the fields below (read by Status)
-	status Status
+	// owners records credential bindings (trust.go); nil: the model's only.
+	owners CredentialOwners
+
+	mu         sync.Mutex // guards the fields below (read by Status)
+	status     Status
+	ownersView map[string]string // the model's owners, for views beside the loop
 }
 
 // Source is the store as the loop reads it (a snapshot.Store is one).
@@ -113,6 +117,10 @@ func New(src Source, opts Options) *Reconciler {
 		retries:      make(map[registry.Ref]time.Time),
 		relistReason: TriggerStart,
 		abandoned:    newAbandoned(metrics.Abandoned),
+		owners:       opts.Owners,
+	}
+	if r.owners == nil {
+		r.owners, _ = src.(CredentialOwners)
 	}
 	r.status.Replica = opts.ReplicaID
 	r.status.Counts = make(map[registry.Kind]map[registry.State]int)

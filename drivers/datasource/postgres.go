@@ -29,6 +29,7 @@ func (m *Materializer) openPostgres(ctx context.Context, name string, rec Record
 	// The password comes from the credential alone, never from the
 	// environment or a passfile.
 	pc.ConnConfig.Password = password
+	pc.ConnConfig.AfterNetConnect = guardCleartext
 	for k, v := range rec.Postgres.RuntimeParams {
 		pc.ConnConfig.RuntimeParams[k] = v
 	}
@@ -102,6 +103,9 @@ func classifyPG(ctx context.Context, name, target string, err error, password st
 		default:
 			return reconcile.Transient(err, "datasource %s: server %s: %s (%s)", name, target, msg, state)
 		}
+	}
+	if errors.Is(err, errCleartext) {
+		return reconcile.Refused(err, "datasource %s: server %s: %v", name, target, errCleartext)
 	}
 	if ctx.Err() != nil {
 		return reconcile.Transient(err, "datasource %s: connect %s: %v", name, target, ctx.Err())
