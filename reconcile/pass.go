@@ -207,6 +207,17 @@ func (r *Reconciler) pollPass(ctx context.Context, res *PassResult) ([]Change, e
 			forced[ref] = true
 		}
 	}
+	for ref, until := range r.waits {
+		select {
+		case <-until:
+			if forced == nil {
+				forced = make(map[registry.Ref]bool)
+			}
+			forced[ref] = true
+			delete(r.waits, ref)
+		default:
+		}
+	}
 	if len(addrs) == 0 && len(forced) == 0 {
 		r.cursor = next
 		return nil, nil

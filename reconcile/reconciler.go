@@ -49,6 +49,7 @@ type Reconciler struct {
 	cursor       snapshot.Cursor
 	relistReason Trigger // non-empty: the next pass must relist
 	retries      map[registry.Ref]time.Time
+	waits        map[registry.Ref]<-chan struct{} // held until a shared resource frees (HeldUntil)
 	lastStall    time.Time
 	bulk         bool // the apply in flight is large: routine per-entry lines go to debug
 
@@ -115,6 +116,7 @@ func New(src Source, opts Options) *Reconciler {
 		synced:       make(chan struct{}),
 		model:        newModel(opts.CodeObjects, 0),
 		retries:      make(map[registry.Ref]time.Time),
+		waits:        make(map[registry.Ref]<-chan struct{}),
 		relistReason: TriggerStart,
 		abandoned:    newAbandoned(metrics.Abandoned),
 		owners:       opts.Owners,
