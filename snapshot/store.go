@@ -11,6 +11,7 @@ import (
 type Store interface {
 	Source
 	CredentialOwners
+	Leaser
 	// Migrate creates or upgrades the schema idempotently.
 	Migrate(ctx context.Context) error
 	// CheckSchema returns an error wrapping ErrSchema when the schema is
