@@ -264,6 +264,7 @@ func (d *Daemon) Run(ctx context.Context) error {
 		Store:      snapshot.RedactURL(cfg.StoreURL),
 		Replica:    replicaView{drv},
 		Fleet:      fleetReader(store, cfg.PollInterval),
+		Warnings:   hb.warnings,
 		Logger:     log,
 	}))
 	if err != nil {

@@ -10,6 +10,7 @@ import (
 // opens from store.url.
 type Store interface {
 	Source
+	Leaser
 	// Migrate creates or upgrades the schema idempotently.
 	Migrate(ctx context.Context) error
 	// CheckSchema returns an error wrapping ErrSchema when the schema is
