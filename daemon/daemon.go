@@ -265,6 +265,7 @@ func (d *Daemon) Run(ctx context.Context) error {
 		Replica:    replicaView{drv},
 		Fleet:      fleetReader(store, cfg.PollInterval),
 		Logger:     log,
+		Control:    rec,
 	}))
 	if err != nil {
 		return fmt.Errorf("%s: %w", config.KeyStatusListen, err)

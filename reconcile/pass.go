@@ -155,6 +155,9 @@ func (r *Reconciler) pass(ctx context.Context, trig Trigger, relist bool) error 
 	if r.opts.OnPass != nil {
 		r.opts.OnPass(res)
 	}
+	if r.retryQ.pending() && err == nil {
+		r.signal(flagRetry) // asked for during a relist: a poll pass takes them
+	}
 	return err
 }
 
@@ -205,8 +208,11 @@ func (r *Reconciler) pollPass(ctx context.Context, res *PassResult) ([]Change, e
 				forced = make(map[registry.Ref]bool)
 			}
 			forced[ref] = true
+			r.metrics.Retries.WithLabelValues(string(ref.Kind), RetryBackoff).Inc()
 		}
 	}
+	forced, asked := r.takeRetries(forced)
+	defer retried(asked) // once applied, or failed: the callers look again
 	if len(addrs) == 0 && len(forced) == 0 {
 		r.cursor = next
 		return nil, nil
@@ -233,6 +239,7 @@ func (r *Reconciler) applyDelta(ctx context.Context, addrs []snapshot.Address, f
 	seen := make(map[snapshot.Address]bool, len(addrs))
 	affected := make(map[registry.Ref]bool)
 	syms := make(map[string]bool) // symbols whose candidates changed
+	r.modelMu.Lock()
 	for _, addr := range addrs {
 		if seen[addr] {
 			continue
@@ -263,6 +270,7 @@ func (r *Reconciler) applyDelta(ctx context.Context, addrs []snapshot.Address, f
 		}
 		r.model.put(n)
 	}
+	r.modelMu.Unlock()
 	dirty := make(map[registry.Ref]bool, len(affected)+len(forced))
 	for ref := range affected {
 		dirty[ref] = true
@@ -348,7 +356,10 @@ func (r *Reconciler) relistRows(ctx context.Context) (snapshot.Rows, snapshot.Cu
 // nodes if already built) and applies every entry whose signature
 // changed, evicting what is no longer desired.
 func (r *Reconciler) applyAll(ctx context.Context, all snapshot.Rows, parsed []*node) []Change {
-	r.model = r.buildModel(all, parsed)
+	m := r.buildModel(all, parsed)
+	r.modelMu.Lock()
+	r.model = m
+	r.modelMu.Unlock()
 	// Every desired entry, and every entry of the registries besides.
 	refs := make([]target, 0, len(r.model.nodes))
 	for ref, n := range r.model.nodes {
