@@ -57,6 +57,9 @@ type Options struct {
 	// Control, if set, serves GET /v1/item, POST /v1/item/retry and
 	// /v1/items?root_causes=true.
 	Control Control
+	// Warnings, if set, returns what /v1/status warns about beside the
+	// loop's state (a replica id shared with another process).
+	Warnings func() []string
 }
 
 // Replica is what the API shows of the replica beside the sidecar.
@@ -75,6 +78,8 @@ type StatusBody struct {
 	// ReplicaSync summarizes the replica's convergence (absent: no
 	// replica driven). Its JSON name leaves "replica" to the replica id.
 	ReplicaSync any `json:"replica_sync,omitempty"`
+	// Warnings are problems of the sidecar's setup (absent: none).
+	Warnings []string `json:"warnings,omitempty"`
 }
 
 // Item is one entry of GET /v1/items.
@@ -260,6 +265,9 @@ func (h *Handler) status(w http.ResponseWriter, _ *http.Request) {
 	body := StatusBody{Status: h.o.Backend.Status(), Version: h.o.Version, Store: h.o.Store}
 	if h.o.Replica != nil {
 		body.ReplicaSync = h.o.Replica.ReplicaSummary()
+	}
+	if h.o.Warnings != nil {
+		body.Warnings = h.o.Warnings()
 	}
 	writeJSON(w, http.StatusOK, body)
 }
