@@ -82,7 +82,7 @@ func kindFlag(s string) (kind registry.Kind, typ string, err error) {
 // explained is GET /v1/item as the CLI reads it.
 type explained struct {
 	reconcile.Explanation
-	Replica *itemReplica `json:"replica"`
+	Replica *registry.ReplicaStatus `json:"replica"`
 }
 
 func runExplain(ctx context.Context, c *cli, fs *pflag.FlagSet) error {
@@ -161,7 +161,7 @@ func printExplained(out io.Writer, now time.Time, x explained) {
 		}
 	}
 	if x.Replica != nil {
-		fmt.Fprintf(w, "  replica\t%s\n", x.Replica.describe(now))
+		fmt.Fprintf(w, "  replica\t%s\n", describeReplica(x.Replica, now))
 	}
 	if err := w.Flush(); err != nil {
 		return
@@ -200,22 +200,14 @@ func printExplained(out io.Writer, now time.Time, x explained) {
 	_ = w.Flush()
 }
 
-// itemReplica is an entry's replica state as explain prints it.
-type itemReplica struct {
-	State    string    `json:"state"`
-	Attempts int       `json:"attempts"`
-	Error    string    `json:"error"`
-	Remedy   string    `json:"remedy"`
-	Since    time.Time `json:"since"`
-}
-
-func (r itemReplica) describe(now time.Time) string {
-	s := clean(r.State)
+// describeReplica prints an entry's replica state for explain.
+func describeReplica(r *registry.ReplicaStatus, now time.Time) string {
+	s := clean(string(r.State))
 	if !r.Since.IsZero() {
 		s += " for " + age(now, r.Since)
 	}
 	if r.Attempts > 0 {
-		s += fmt.Sprintf(", %d attempts", r.Attempts)
+		s += fmt.Sprintf(", %d messages published", r.Attempts)
 	}
 	if r.Error != "" {
 		s += "; last error: " + clean(r.Error)

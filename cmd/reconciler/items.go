@@ -4,8 +4,6 @@ import (
 	"context"
 	"fmt"
 	"net/url"
-	"slices"
-	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -44,9 +42,6 @@ references, held credentials).`,
 	}
 }
 
-// replicaStates are the replica states --state maps to the replica filter.
-var replicaStates = []string{"in-sync", "nudged", "stale", "unservable", "unverifiable", "would-publish"}
-
 // itemsQuery maps the flags of items to the query of /v1/items.
 func itemsQuery(fs *pflag.FlagSet) (url.Values, error) {
 	q := url.Values{}
@@ -70,10 +65,10 @@ func itemsQuery(fs *pflag.FlagSet) (url.Values, error) {
 	if state, _ := fs.GetString("state"); state != "" {
 		if _, err := registry.ParseState(state); err == nil {
 			q.Set("state", state)
-		} else if slices.Contains(replicaStates, state) {
-			q.Set("replica", state)
+		} else if _, rerr := registry.ParseReplicaState(state); rerr == nil {
+			q.Set("replica", state) // pending is the registry's: --replica pending for the replica's
 		} else {
-			return nil, usagef("--state: %q is neither a state (pending, ready, degraded, held) nor a replica state (%s)", state, strings.Join(replicaStates, ", "))
+			return nil, usagef("--state: %q is neither a state (pending, ready, degraded, held) nor a replica state: %v", state, rerr)
 		}
 	}
 	if r, _ := fs.GetString("replica"); r != "" {
@@ -202,12 +197,7 @@ func printRootCauses(ctx context.Context, c *cli, cl *client, asJSON bool) error
 // itemRow is one entry of /v1/items with its replica state, if any.
 type itemRow struct {
 	registry.Entry
-	Replica *struct {
-		State    string `json:"state"`
-		Attempts int    `json:"attempts"`
-		Error    string `json:"error"`
-		Remedy   string `json:"remedy"`
-	} `json:"replica"`
+	Replica *registry.ReplicaStatus `json:"replica"`
 }
 
 // replica prints the replica state, briefly: "in-sync", "nudged×3",
@@ -217,8 +207,8 @@ func (e itemRow) replica() string {
 	switch {
 	case r == nil:
 		return "-"
-	case r.State == "nudged" && r.Attempts > 0:
-		return fmt.Sprintf("nudged×%d", r.Attempts)
+	case r.State == registry.ReplicaNudged && r.Attempts > 0:
+		return fmt.Sprintf("%s×%d", r.State, r.Attempts)
 	}
-	return clean(r.State)
+	return clean(string(r.State))
 }

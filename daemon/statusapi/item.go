@@ -28,7 +28,7 @@ type ItemBody struct {
 	reconcile.Explanation
 	// Replica is the entry's state on the replica beside the sidecar
 	// (absent: no replica driven).
-	Replica any `json:"replica,omitempty"`
+	Replica *registry.ReplicaStatus `json:"replica,omitempty"`
 }
 
 // RetryBody is the JSON of POST /v1/item/retry.
@@ -78,6 +78,9 @@ func parseItemsQuery(q url.Values, replicaState func(registry.Kind, string) stri
 	}
 	rq.Org, rq.Type, rq.Package = q.Get("org"), q.Get("type"), q.Get("package")
 	if s := q.Get("replica"); s != "" {
+		if _, err := registry.ParseReplicaState(s); err != nil {
+			return rq, nil, false, fmt.Errorf("replica: %w", err)
+		}
 		if replicaState == nil {
 			return rq, nil, false, fmt.Errorf("replica: no replica is driven (replica.url is empty)")
 		}
@@ -281,11 +284,10 @@ func (h *Handler) replicaStateFunc() func(registry.Kind, string) string {
 		return nil
 	}
 	return func(k registry.Kind, key string) string {
-		st, _ := h.o.Replica.ItemReplica(k, key).(interface{ StateName() string })
-		if st == nil {
-			return ""
+		if st := h.o.Replica.ItemReplica(k, key); st != nil {
+			return string(st.State)
 		}
-		return st.StateName()
+		return ""
 	}
 }
 
