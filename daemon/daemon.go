@@ -275,6 +275,7 @@ func (d *Daemon) Run(ctx context.Context) error {
 		Fleet:      fleetReader(store, cfg.PollInterval),
 		Warnings:   hb.warnings,
 		Logger:     log,
+		Control:    rec,
 	}))
 	if err != nil {
 		return fmt.Errorf("%s: %w", config.KeyStatusListen, err)

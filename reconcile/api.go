@@ -76,6 +76,7 @@ const (
 	TriggerRegressed   Trigger = "regressed"
 	TriggerRetry       Trigger = "retry"
 	TriggerRecovered   Trigger = "recovered"
+	TriggerItemRetry   Trigger = "item_retry" // Retry: reconciler retry, POST /v1/item/retry
 )
 
 // PassResult describes one pass.

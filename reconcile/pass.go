@@ -155,6 +155,9 @@ func (r *Reconciler) pass(ctx context.Context, trig Trigger, relist bool) error 
 	if r.opts.OnPass != nil {
 		r.opts.OnPass(res)
 	}
+	if r.retryQ.pending() && err == nil {
+		r.signal(flagRetry) // asked for during a relist: a poll pass takes them
+	}
 	return err
 }
 
@@ -205,6 +208,7 @@ func (r *Reconciler) pollPass(ctx context.Context, res *PassResult) ([]Change, e
 				forced = make(map[registry.Ref]bool)
 			}
 			forced[ref] = true
+			r.metrics.Retries.WithLabelValues(string(ref.Kind), RetryBackoff).Inc()
 		}
 	}
 	for ref, until := range r.waits {
@@ -218,6 +222,8 @@ func (r *Reconciler) pollPass(ctx context.Context, res *PassResult) ([]Change, e
 		default:
 		}
 	}
+	forced, asked := r.takeRetries(forced)
+	defer retried(asked) // once applied, or failed: the callers look again
 	if len(addrs) == 0 && len(forced) == 0 {
 		r.cursor = next
 		return nil, nil
@@ -252,6 +258,7 @@ func (r *Reconciler) applyDelta(ctx context.Context, addrs []snapshot.Address, f
 			}
 		}
 	}
+	r.modelMu.Lock()
 	for _, addr := range addrs {
 		if seen[addr] {
 			continue
@@ -287,6 +294,7 @@ func (r *Reconciler) applyDelta(ctx context.Context, addrs []snapshot.Address, f
 		}
 		r.model.put(n)
 	}
+	r.modelMu.Unlock()
 	if len(creds) > 0 {
 		rebound, err := r.settleOwners(ctx, creds)
 		if err != nil {
@@ -387,7 +395,10 @@ func (r *Reconciler) relistRows(ctx context.Context) (snapshot.Rows, snapshot.Cu
 // nodes if already built) and applies every entry whose signature
 // changed, evicting what is no longer desired.
 func (r *Reconciler) applyAll(ctx context.Context, all snapshot.Rows, parsed []*node) ([]Change, error) {
-	r.model = r.buildModel(all, parsed)
+	m := r.buildModel(all, parsed)
+	r.modelMu.Lock()
+	r.model = m
+	r.modelMu.Unlock()
 	if err := r.loadOwners(ctx); err != nil {
 		return nil, err
 	}

@@ -81,6 +81,8 @@ type Entry struct {
 	RetryAt time.Time `json:"retry_at,omitzero"`
 	// Instance is the live instance, nil when none serves.
 	Instance Instance `json:"-"`
+	// History is the entry's last transitions (GET /v1/item shows them).
+	History History `json:"-"`
 }
 
 // Ref is the address of an entry across registries.
