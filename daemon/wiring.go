@@ -117,3 +117,9 @@ func (f fanOut) Notify(cs reconcile.ChangeSet) {
 		t.Notify(cs)
 	}
 }
+
+// guardOptions configure the eviction guard; the store keeps its pending
+// evictions per replica id and carries the fleet's releases.
+func guardOptions(_ *config.Config, store snapshot.Store) reconcile.GuardOptions {
+	return reconcile.GuardOptions{Store: store}
+}

@@ -19,10 +19,11 @@ type Metrics struct {
 	StoreErrors      prometheus.Counter
 	DriftItems       *prometheus.GaugeVec // section
 	Abandoned        prometheus.Gauge     // calls the loop stopped waiting for, still running
+	GuardedEvictions *prometheus.GaugeVec // kind: evictions the guard holds back
 }
 
 // DriftSections are the section labels of reconciler_drift_items.
-var DriftSections = []string{"not_ready", "signature_mismatch", "orphans", "missing", "checksum_mismatches", "blockers"}
+var DriftSections = []string{"not_ready", "signature_mismatch", "orphans", "missing", "checksum_mismatches", "guarded", "blockers"}
 
 // NewMetrics creates the metrics and registers them with reg (nil: not
 // registered, still usable).
@@ -64,11 +65,16 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Name: "reconciler_abandoned_goroutines",
 			Help: "Calls into materializers (Materialize, Close) the loop stopped waiting for that have not returned yet.",
 		}),
+		GuardedEvictions: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "reconciler_guarded_evictions",
+			Help: "Evictions the eviction guard holds back (the entries keep serving) by kind, until their rows come back or a release.",
+		}, []string{"kind"}),
 	}
 	// Every series exists from the start at zero, so that dashboards and
 	// alerts never see a missing series.
 	for _, k := range registry.Kinds {
 		m.Evictions.WithLabelValues(string(k))
+		m.GuardedEvictions.WithLabelValues(string(k))
 		for _, r := range []string{"ready", "degraded", "held", "panic", "timeout"} {
 			m.Materializations.WithLabelValues(string(k), r)
 		}
@@ -86,7 +92,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	}
 	if reg != nil {
 		reg.MustRegister(m.Materializations, m.Evictions, m.Passes, m.Items, m.CursorLag,
-			m.PollDuration, m.PassDuration, m.Relists, m.StoreErrors, m.DriftItems, m.Abandoned)
+			m.PollDuration, m.PassDuration, m.Relists, m.StoreErrors, m.DriftItems, m.Abandoned, m.GuardedEvictions)
 	}
 	return m
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"time"
 
 	"github.com/objectstack-fleet/reconciler/registry"
@@ -30,6 +31,9 @@ func (s rowSet) find(n *node) (rowOf, bool) {
 // relisted finds the row of a node built from all by buildModel.
 func relisted(all *snapshot.Rows) func(n *node) (rowOf, bool) {
 	return func(n *node) (rowOf, bool) {
+		if n.at < 0 { // a guarded entry's ghost: no row
+			return rowOf{}, false
+		}
 		switch n.addr.Table {
 		case snapshot.TableMetadata:
 			return rowOf{meta: &all.Metadata[n.at]}, true
@@ -111,6 +115,9 @@ func (r *Reconciler) pass(ctx context.Context, trig Trigger, relist bool) error 
 		res.Changes, err = r.relistPass(ctx, trig)
 	} else {
 		res.Changes, err = r.pollPass(ctx, &res)
+	}
+	if err == nil {
+		res.Changes = append(res.Changes, r.guardPass(ctx)...)
 	}
 	res.Duration = time.Since(start)
 	res.Cursor = r.cursor
@@ -233,6 +240,7 @@ func (r *Reconciler) applyDelta(ctx context.Context, addrs []snapshot.Address, f
 	seen := make(map[snapshot.Address]bool, len(addrs))
 	affected := make(map[registry.Ref]bool)
 	syms := make(map[string]bool) // symbols whose candidates changed
+	var gone []evictionCand       // entries whose rows went
 	for _, addr := range addrs {
 		if seen[addr] {
 			continue
@@ -244,11 +252,13 @@ func (r *Reconciler) applyDelta(ctx context.Context, addrs []snapshot.Address, f
 			n = r.nodeFor(row)
 		}
 		if had && (n == nil || n.ref != oldRef) {
-			if old := r.model.nodes[oldRef]; old != nil {
+			old := r.model.nodes[oldRef]
+			if old != nil {
 				syms[old.sym] = true
 			}
 			r.model.remove(oldRef)
 			affected[oldRef] = true
+			gone = append(gone, evictionCand{ref: oldRef, old: old})
 		}
 		if n == nil {
 			continue
@@ -263,6 +273,10 @@ func (r *Reconciler) applyDelta(ctx context.Context, addrs []snapshot.Address, f
 		}
 		r.model.put(n)
 	}
+	// Entries whose rows went and whose key no row claims now are
+	// evictions: the guard may keep them (as ghosts in the model).
+	gone = slices.DeleteFunc(gone, func(c evictionCand) bool { return r.model.nodes[c.ref] != nil })
+	r.guardEvictions(ctx, gone)
 	dirty := make(map[registry.Ref]bool, len(affected)+len(forced))
 	for ref := range affected {
 		dirty[ref] = true
@@ -315,12 +329,16 @@ func (r *Reconciler) relistPass(ctx context.Context, trig Trigger) ([]Change, er
 		restoreGC = raiseGC(r.opts.SyncGCPercent)
 	}
 	all, cur, parsed, err := r.relistRows(ctx)
+	if err == nil {
+		err = r.loadGuard(ctx) // once, before the first relist applies
+	}
 	if err != nil {
 		restoreGC()
 		r.relistReason = trig
 		return nil, fmt.Errorf("relist (%s): %w", trig, err)
 	}
 	r.metrics.Relists.WithLabelValues(string(trig)).Inc()
+	r.guard.noteStore(trig, cur)
 	changes := r.applyAll(ctx, all, parsed)
 	restoreGC() // before Synced: a synced process runs at its own setting
 	r.cursor = cur
@@ -348,17 +366,27 @@ func (r *Reconciler) relistRows(ctx context.Context) (snapshot.Rows, snapshot.Cu
 // nodes if already built) and applies every entry whose signature
 // changed, evicting what is no longer desired.
 func (r *Reconciler) applyAll(ctx context.Context, all snapshot.Rows, parsed []*node) []Change {
+	prev := r.model
 	r.model = r.buildModel(all, parsed)
-	// Every desired entry, and every entry of the registries besides.
-	refs := make([]target, 0, len(r.model.nodes))
-	for ref, n := range r.model.nodes {
-		refs = append(refs, target{ref, n})
-	}
+	// Entries of the registries no row claims any more are evictions: the
+	// guard may keep them (as ghosts in the model).
+	var gone []evictionCand
 	for _, k := range registry.Kinds {
 		for _, key := range r.regs.Of(k).Keys() {
 			if ref := (registry.Ref{Kind: k, Key: key}); r.model.nodes[ref] == nil {
-				refs = append(refs, target{ref: ref})
+				gone = append(gone, evictionCand{ref: ref, old: prev.nodes[ref]})
 			}
+		}
+	}
+	r.guardEvictions(ctx, gone)
+	// Every desired entry, and every entry of the registries besides.
+	refs := make([]target, 0, len(r.model.nodes)+len(gone))
+	for ref, n := range r.model.nodes {
+		refs = append(refs, target{ref, n})
+	}
+	for _, c := range gone {
+		if r.model.nodes[c.ref] == nil {
+			refs = append(refs, target{ref: c.ref})
 		}
 	}
 	return r.apply(ctx, refs, relisted(&all), nil)

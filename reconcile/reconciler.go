@@ -3,6 +3,7 @@ package reconcile
 import (
 	"context"
 	"log/slog"
+	"maps"
 	"math/rand/v2"
 	"os"
 	"sync"
@@ -53,6 +54,9 @@ type Reconciler struct {
 	bulk         bool // the apply in flight is large: routine per-entry lines go to debug
 
 	abandoned *abandoned // calls the loop stopped waiting for
+
+	guard        *guardState // owned by the Run goroutine (status under mu)
+	releaseAsked atomic.Bool // POST /v1/guard/release: the next pass releases
 
 	mu     sync.Mutex // guards the fields below (read by Status)
 	status Status
@@ -113,12 +117,14 @@ func New(src Source, opts Options) *Reconciler {
 		retries:      make(map[registry.Ref]time.Time),
 		relistReason: TriggerStart,
 		abandoned:    newAbandoned(metrics.Abandoned),
+		guard:        newGuardState(opts.Guard),
 	}
 	r.status.Replica = opts.ReplicaID
 	r.status.Counts = make(map[registry.Kind]map[registry.State]int)
 	for _, k := range registry.Kinds {
 		r.status.Counts[k] = make(map[registry.State]int)
 	}
+	r.publishGuard()
 	return r
 }
 
@@ -198,6 +204,7 @@ func (r *Reconciler) Status() Status {
 		lp := *s.LastPass
 		s.LastPass = &lp
 	}
+	s.Guard.Kinds = maps.Clone(s.Guard.Kinds)
 	s.Abandoned = r.abandoned.count()
 	return s
 }
