@@ -196,7 +196,12 @@ func (d *Daemon) Run(ctx context.Context) error {
 	}
 	defer func() { stop.within("closing the store", stop.deadline(), log, store.Close) }()
 	pctx, cancel := context.WithTimeout(ctx, startupTimeout)
-	err = PrepareStore(pctx, store, d.opts.Migrate, log)
+	if d.opts.Migrate {
+		err = CheckPlatform(pctx, store)
+	}
+	if err == nil {
+		err = PrepareStore(pctx, store, d.opts.Migrate, log)
+	}
 	cancel()
 	if err != nil {
 		return d.startFailed(ctx, err)
@@ -266,6 +271,7 @@ func (d *Daemon) Run(ctx context.Context) error {
 		Replica:    replicaView{drv},
 		Fleet:      fleetReader(store, cfg.PollInterval),
 		Guard:      rec,
+		Warnings:   hb.warnings,
 		Logger:     log,
 	}))
 	if err != nil {
@@ -434,6 +440,20 @@ func PrepareStore(ctx context.Context, store snapshot.Store, migrate bool, log *
 		return fmt.Errorf("check store schema: %w", err)
 	}
 	return checkStandby(ctx, store)
+}
+
+// CheckPlatform refuses a PostgreSQL database that has tables of its own
+// but no sys_metadata (snapshot.ErrNotPlatform): migrating it would
+// create the platform's tables where no node looks. Other stores pass.
+func CheckPlatform(ctx context.Context, store snapshot.Store) error {
+	c, ok := store.(interface{ CheckPlatform(context.Context) error })
+	if !ok {
+		return nil
+	}
+	if err := store.Ping(ctx); err != nil {
+		return fmt.Errorf("store unreachable: %w", err)
+	}
+	return c.CheckPlatform(ctx)
 }
 
 // checkStandby refuses a store.read_url that is not a hot standby of

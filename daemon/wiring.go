@@ -25,7 +25,7 @@ func materializers(cfg *config.Config, log *slog.Logger) map[registry.Kind]recon
 	return map[registry.Kind]reconcile.Materializer{
 		registry.KindConnector: connector.New(connector.Options{Logger: log, MaxSpecBytes: int64(cfg.MaxSpecBytes), Limits: limits(cfg)}),
 		registry.KindDatasource: datasource.New(datasource.Options{Logger: log, SQLiteDir: cfg.SQLiteDir,
-			MaxConns: int32(min(cfg.MaxConns, math.MaxInt32))}),
+			MaxConns: int32(min(cfg.MaxConns, math.MaxInt32)), MaxTotalConns: cfg.MaxTotalConns}),
 		registry.KindEngine: engine.New(engine.Options{Logger: log, Limits: limits(cfg)}),
 	}
 }
@@ -120,6 +120,7 @@ func (f fanOut) Notify(cs reconcile.ChangeSet) {
 
 // guardOptions configure the eviction guard; the store keeps its pending
 // evictions per replica id and carries the fleet's releases.
-func guardOptions(_ *config.Config, store snapshot.Store) reconcile.GuardOptions {
-	return reconcile.GuardOptions{Store: store}
+func guardOptions(cfg *config.Config, store snapshot.Store) reconcile.GuardOptions {
+	lim, _ := config.ParseMaxEvictions(cfg.GuardMaxEvictions) // validated at load
+	return reconcile.GuardOptions{Off: lim.Off, Max: lim.Count, Percent: lim.Percent, Window: cfg.GuardWindow, Store: store}
 }

@@ -36,6 +36,10 @@ type Options struct {
 	// Secrets opens sys_secret rows; nil leaves every sys_secret credential
 	// held ("no secret key configured").
 	Secrets SecretOpener
+	// Owners records which organization each connector credential ref
+	// serves, for the whole fleet; nil: the Source's, when it records
+	// them (a snapshot.Store does), else the loop's memory only.
+	Owners CredentialOwners
 	// CodeObjects are object names the platform defines in code: references
 	// to them resolve without a row (as do names beginning with "sys_").
 	CodeObjects []string

@@ -249,8 +249,8 @@ func (r *Reconciler) guardEvictions(ctx context.Context, cands []evictionCand) {
 			g.recent = append(g.recent, evicted{at: now, kind: k, n: len(cs)})
 			continue
 		}
-		reason := fmt.Sprintf("eviction guarded: %d of %d %s entries would go within %s (guard.max_evictions %s)%s",
-			total, entries, k, g.opts.Window, g.opts.limitString(), g.why)
+		reason := fmt.Sprintf("eviction guarded: %d of %d %s entries would go in one pass (%d within guard.window %s; guard.max_evictions %s allows %d)%s",
+			len(cs), entries, k, total, g.opts.Window, g.opts.limitString(), g.opts.limit(entries), g.why)
 		g.reason = reason
 		for _, c := range cs {
 			r.ghost(c)
@@ -267,7 +267,7 @@ func (r *Reconciler) guardEvictions(ctx context.Context, cands []evictionCand) {
 		}
 		g.dirty = true
 		attrs := []slog.Attr{slog.String("kind", string(k)), slog.Int("guarded", len(cs)), slog.Int("entries", entries),
-			slog.Int("within_window", total), slog.String("limit", g.opts.limitString()), slog.Duration("window", g.opts.Window),
+			slog.Int("within_window", total), slog.String("limit", g.opts.limitString()), slog.String("window", g.opts.Window.String()),
 			slog.String("keys", sampleKeys(cs)), slog.String("reason", reason)}
 		if waiting == 0 {
 			r.log.LogAttrs(ctx, slog.LevelWarn, "eviction guard tripped: entries keep serving until their rows come back or `reconciler guard release`", attrs...)

@@ -179,6 +179,12 @@ type Replica struct {
 	Counts      map[string]int64 `json:"counts"` // "kind/state" or "state" → n
 	Stopped     bool             `json:"stopped"`
 	LastError   string           `json:"last_error,omitempty"`
+	// Clash names another process ("host pid N") that wrote this replica
+	// id's heartbeat while this one ran, and ClashAt when that was last
+	// seen: two live sidecars share one replica id (read only; Heartbeat
+	// sets them).
+	Clash   string    `json:"clash,omitempty"`
+	ClashAt time.Time `json:"clash_at,omitzero"`
 }
 
 // Watermark is the store's current head: the newest journal seq and when it
@@ -220,8 +226,11 @@ type Source interface {
 	// Head returns the store's current watermark.
 	Head(ctx context.Context) (Watermark, error)
 
-	// Heartbeat upserts this replica's row.
-	Heartbeat(ctx context.Context, r Replica) error
+	// Heartbeat upserts this replica's row. It returns the other process
+	// ("host pid N") whose heartbeat under the same replica id it replaced,
+	// when that one wrote after r.StartedAt and had not stopped: two live
+	// processes share the id ("" when not).
+	Heartbeat(ctx context.Context, r Replica) (clash string, err error)
 	// Replicas lists every replica's heartbeat row.
 	Replicas(ctx context.Context) ([]Replica, error)
 	// WriteDrift stores the latest drift report of a replica.

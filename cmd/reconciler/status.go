@@ -58,6 +58,9 @@ func runStatus(ctx context.Context, c *cli, fs *pflag.FlagSet) error {
 		fmt.Fprintf(w, "last pass\t%s, %s ago, took %s, %d changes\n", clean(string(p.Trigger)), age(now, p.At), p.Duration.Round(time.Microsecond), len(p.Changes))
 	}
 	fmt.Fprintf(w, "last error\t%s\n", dash(st.LastError))
+	for _, warn := range st.Warnings {
+		fmt.Fprintf(w, "WARNING\t%s\n", clean(warn))
+	}
 	fmt.Fprintf(w, "pending\t%d journal entries not visible yet\n", st.Stall.Pending)
 	if sb := st.Stall.Standby; sb != nil {
 		fmt.Fprintf(w, "standby\t%s\n", standbyLine(sb))

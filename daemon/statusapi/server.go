@@ -54,6 +54,9 @@ type Options struct {
 	Replica Replica
 	// Fleet, if set, reads the fleet's heartbeats for the status page.
 	Fleet func(ctx context.Context) (fleet.View, error)
+	// Warnings, if set, returns what /v1/status warns about beside the
+	// loop's state (a replica id shared with another process).
+	Warnings func() []string
 	// Guard, if set, serves GET /v1/guard and POST /v1/guard/release
 	// (*reconcile.Reconciler is one).
 	Guard Guard
@@ -89,6 +92,8 @@ type StatusBody struct {
 	// ReplicaSync summarizes the replica's convergence (absent: no
 	// replica driven). Its JSON name leaves "replica" to the replica id.
 	ReplicaSync any `json:"replica_sync,omitempty"`
+	// Warnings are problems of the sidecar's setup (absent: none).
+	Warnings []string `json:"warnings,omitempty"`
 }
 
 // Item is one entry of GET /v1/items.
@@ -276,6 +281,9 @@ func (h *Handler) status(w http.ResponseWriter, _ *http.Request) {
 	body := StatusBody{Status: h.o.Backend.Status(), Version: h.o.Version, Store: h.o.Store}
 	if h.o.Replica != nil {
 		body.ReplicaSync = h.o.Replica.ReplicaSummary()
+	}
+	if h.o.Warnings != nil {
+		body.Warnings = h.o.Warnings()
 	}
 	writeJSON(w, http.StatusOK, body)
 }
