@@ -273,6 +273,7 @@ func (d *Daemon) Run(ctx context.Context) error {
 		Guard:      rec,
 		Warnings:   hb.warnings,
 		Logger:     log,
+		Control:    rec,
 	}))
 	if err != nil {
 		return fmt.Errorf("%s: %w", config.KeyStatusListen, err)

@@ -61,7 +61,7 @@ type Options struct {
 	Guard GuardOptions
 	// ReplicaDrift, if set, gives the replica part of drift reports (what
 	// the replica beside this sidecar does not serve yet).
-	ReplicaDrift func() any
+	ReplicaDrift func() *registry.ReplicaReport
 }
 
 // Trigger names why a pass ran (label of reconciler_passes_total).
@@ -79,6 +79,7 @@ const (
 	TriggerRegressed   Trigger = "regressed"
 	TriggerRetry       Trigger = "retry"
 	TriggerRecovered   Trigger = "recovered"
+	TriggerItemRetry   Trigger = "item_retry" // Retry: reconciler retry, POST /v1/item/retry
 )
 
 // PassResult describes one pass.
@@ -158,7 +159,7 @@ type DriftReport struct {
 	Stall   snapshot.Stall `json:"stall"`
 	// ReplicaSync is what the replica beside this sidecar does not serve
 	// as the rows say (absent when no replica is driven).
-	ReplicaSync any `json:"replica_sync,omitempty"`
+	ReplicaSync *registry.ReplicaReport `json:"replica_sync,omitempty"`
 }
 
 // Clean reports whether the report found no drift.

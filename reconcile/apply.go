@@ -133,8 +133,10 @@ func (r *Reconciler) apply(ctx context.Context, refs []target, rows func(*node) 
 	var t tally
 	for _, st := range steps {
 		if st.action == ActionCreate {
-			r.regs.Of(st.ref.Kind).Put(registry.Entry{Key: st.ref.Key, Revision: st.rev,
-				State: registry.StatePending, Reason: "not tried yet", Since: now})
+			e := registry.Entry{Key: st.ref.Key, Revision: st.rev,
+				State: registry.StatePending, Reason: reasonNotTried, Since: now}
+			e.History.Add(now, e.State, e.Reason, e.Revision) // history starts at creation
+			r.regs.Of(st.ref.Kind).Put(e)
 			t.move(st.ref.Kind, "", registry.StatePending)
 		}
 	}
@@ -323,6 +325,7 @@ func (r *Reconciler) record(ctx context.Context, st step, o outcome, now time.Ti
 		e = registry.Entry{Kind: st.ref.Kind, Key: st.ref.Key, KeyParts: cur.KeyParts, Revision: st.rev, Signature: st.sig,
 			State: o.state, Reason: o.reason, Since: now}
 		if existed {
+			e.History = cur.History
 			prevState = cur.State
 			if cur.State == o.state {
 				e.Since = cur.Since
@@ -344,6 +347,7 @@ func (r *Reconciler) record(ctx context.Context, st step, o outcome, now time.Ti
 			e.Attempts++
 			e.RetryAt = now.Add(r.retryBackoff(e.Attempts))
 		}
+		e.History.Add(now, e.State, e.Reason, e.Revision)
 		*cur = e
 	})
 	if o.state == registry.StateDegraded {
@@ -486,6 +490,9 @@ func (r *Reconciler) flush(t *tally) {
 		r.metrics.Items.WithLabelValues(string(mv.kind), string(mv.to)).Set(float64(r.status.Counts[mv.kind][mv.to]))
 	}
 }
+
+// reasonNotTried is the reason of a pending entry.
+const reasonNotTried = "not tried yet"
 
 // bulkLogThreshold is the number of changes above which an apply logs a
 // summary instead of a line per routine change.

@@ -289,7 +289,9 @@ func (r *Reconciler) ghost(c evictionCand) {
 	}
 	g := *c.old
 	g.at = -1
+	r.modelMu.Lock() // Explain reads the model on other goroutines
 	r.model.put(&g)
+	r.modelMu.Unlock()
 }
 
 // sampleKeys lists up to 5 keys of cs.
@@ -350,7 +352,9 @@ func (r *Reconciler) releaseGuard(ctx context.Context, all bool, upTo int64) []C
 				continue // a row claims it again: not an eviction
 			}
 			syms[n.sym] = true
+			r.modelMu.Lock()
 			r.model.remove(ref)
+			r.modelMu.Unlock()
 		}
 		if _, ok := r.regs.Of(ref.Kind).Get(ref.Key); ok {
 			changes = append(changes, r.evict(ctx, ref))

@@ -162,6 +162,9 @@ func (r *Reconciler) pass(ctx context.Context, trig Trigger, relist bool) error 
 	if r.opts.OnPass != nil {
 		r.opts.OnPass(res)
 	}
+	if r.retryQ.pending() && err == nil {
+		r.signal(flagRetry) // asked for during a relist: a poll pass takes them
+	}
 	return err
 }
 
@@ -212,6 +215,7 @@ func (r *Reconciler) pollPass(ctx context.Context, res *PassResult) ([]Change, e
 				forced = make(map[registry.Ref]bool)
 			}
 			forced[ref] = true
+			r.metrics.Retries.WithLabelValues(string(ref.Kind), RetryBackoff).Inc()
 		}
 	}
 	for ref, until := range r.waits {
@@ -225,6 +229,8 @@ func (r *Reconciler) pollPass(ctx context.Context, res *PassResult) ([]Change, e
 		default:
 		}
 	}
+	forced, asked := r.takeRetries(forced)
+	defer retried(asked) // once applied, or failed: the callers look again
 	if len(addrs) == 0 && len(forced) == 0 {
 		r.cursor = next
 		return nil, nil
@@ -260,6 +266,7 @@ func (r *Reconciler) applyDelta(ctx context.Context, addrs []snapshot.Address, f
 		}
 	}
 	var gone []evictionCand // entries whose rows went
+	r.modelMu.Lock()
 	for _, addr := range addrs {
 		if seen[addr] {
 			continue
@@ -300,6 +307,7 @@ func (r *Reconciler) applyDelta(ctx context.Context, addrs []snapshot.Address, f
 	// Entries whose rows went and whose key no row claims now are
 	// evictions: the guard may keep them (as ghosts in the model).
 	gone = slices.DeleteFunc(gone, func(c evictionCand) bool { return r.model.nodes[c.ref] != nil })
+	r.modelMu.Unlock()
 	r.guardEvictions(ctx, gone)
 	if len(creds) > 0 {
 		rebound, err := r.settleOwners(ctx, creds)
@@ -406,7 +414,10 @@ func (r *Reconciler) relistRows(ctx context.Context) (snapshot.Rows, snapshot.Cu
 // changed, evicting what is no longer desired.
 func (r *Reconciler) applyAll(ctx context.Context, all snapshot.Rows, parsed []*node) ([]Change, error) {
 	prev := r.model
-	r.model = r.buildModel(all, parsed)
+	m := r.buildModel(all, parsed)
+	r.modelMu.Lock()
+	r.model = m
+	r.modelMu.Unlock()
 	// Entries of the registries no row claims any more are evictions: the
 	// guard may keep them (as ghosts in the model).
 	var gone []evictionCand

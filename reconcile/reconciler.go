@@ -31,6 +31,7 @@ const (
 	flagHint uint32 = 1 << iota
 	flagTrigger
 	flagResync
+	flagRetry
 )
 
 // Reconciler runs the loop over one store. Create it with New; call Run once.
@@ -45,7 +46,10 @@ type Reconciler struct {
 	flags  atomic.Uint32
 	synced chan struct{}
 
-	// Owned by the Run goroutine.
+	// Owned by the Run goroutine, which changes the model only while
+	// holding modelMu; readers on other goroutines (Explain) hold it
+	// for reading.
+	modelMu      sync.RWMutex
 	model        *model
 	cursor       snapshot.Cursor
 	relistReason Trigger // non-empty: the next pass must relist
@@ -55,6 +59,7 @@ type Reconciler struct {
 	bulk         bool // the apply in flight is large: routine per-entry lines go to debug
 
 	abandoned *abandoned // calls the loop stopped waiting for
+	retryQ    retryQueue // retries asked for (Retry)
 
 	guard        *guardState // owned by the Run goroutine (status under mu)
 	releaseAsked atomic.Bool // POST /v1/guard/release: the next pass releases
@@ -287,6 +292,8 @@ func (r *Reconciler) decide(now time.Time, flags uint32, nextPoll, nextResync ti
 		return TriggerResync, true
 	case r.opts.ResyncInterval > 0 && !now.Before(nextResync):
 		return TriggerAntiEntropy, true
+	case flags&flagRetry != 0:
+		return TriggerItemRetry, false
 	case flags&flagTrigger != 0:
 		return TriggerManual, false
 	case flags&flagHint != 0:

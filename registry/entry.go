@@ -84,6 +84,8 @@ type Entry struct {
 	Guarded bool `json:"guarded,omitempty"`
 	// Instance is the live instance, nil when none serves.
 	Instance Instance `json:"-"`
+	// History is the entry's last transitions (GET /v1/item shows them).
+	History History `json:"-"`
 }
 
 // Ref is the address of an entry across registries.
