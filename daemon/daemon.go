@@ -232,6 +232,10 @@ func (d *Daemon) Run(ctx context.Context) error {
 		defer closeBus()
 	}
 	notifier, notifyRunners = withReplica(notifier, notifyRunners, drv)
+	mats, err := materializers(cfg, log)
+	if err != nil {
+		return err
+	}
 	hb := &heartbeater{store: store, version: d.opts.Version, log: log, every: HeartbeatInterval(cfg.PollInterval), wake: make(chan struct{}, 1)}
 	rec := reconcile.New(store, reconcile.Options{
 		ReplicaID:        cfg.ReplicaID,
@@ -241,7 +245,7 @@ func (d *Daemon) Run(ctx context.Context) error {
 		ApplyConcurrency: cfg.ApplyConcurrency,
 		ApplyTimeout:     cfg.ApplyTimeout,
 		StopTimeout:      loopStopTimeout,
-		Materializers:    materializers(cfg, log),
+		Materializers:    mats,
 		Secrets:          secrets,
 		CodeObjects:      cfg.CodeObjects,
 		Limits:           limits(cfg),

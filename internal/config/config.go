@@ -52,6 +52,9 @@ type Config struct {
 	SQLiteDir        string
 	MaxConns         int
 	MaxTotalConns    int
+	AllowLocal       bool
+	AllowHosts       []string
+	DenyHosts        []string
 	MaxSpecBytes     int
 	LogLevel         slog.Level
 	LogFormat        string // "text" or "json"

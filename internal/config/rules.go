@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/objectstack-fleet/reconciler/drivers/connector"
 	"github.com/objectstack-fleet/reconciler/snapshot"
 )
 
@@ -107,6 +108,22 @@ func checkSchedule(spec string) error {
 		return fmt.Errorf("invalid cron spec %q: %v", spec, err)
 	}
 	return nil
+}
+
+// hostEntries checks a host policy list (connector.allow_hosts,
+// connector.deny_hosts) as the connector driver parses it.
+func hostEntries(key string) func([]string) error {
+	return func(entries []string) error {
+		p := connector.HostPolicy{Allow: entries}
+		if key == KeyDenyHosts {
+			p = connector.HostPolicy{Deny: entries}
+		}
+		if _, err := connector.ParseHostPolicy(p); err != nil {
+			_, msg, _ := strings.Cut(err.Error(), ": ") // the key is named by the caller
+			return errors.New(msg)
+		}
+		return nil
+	}
 }
 
 func optionalHTTPURL(s string) error {
