@@ -255,6 +255,7 @@ func (d *Daemon) Run(ctx context.Context) error {
 		Logger:           log,
 		OnPass:           hb.onPass,
 		ReplicaDrift:     replicaView{drv}.ReplicaDrift,
+		Guard:            guardOptions(cfg, store),
 	})
 	hb.status = rec
 	ops := newOpsMetrics(reg, d.opts.Version, rec.Status)
@@ -273,6 +274,7 @@ func (d *Daemon) Run(ctx context.Context) error {
 		Store:      snapshot.RedactURL(cfg.StoreURL),
 		Replica:    replicaView{drv},
 		Fleet:      fleetReader(store, cfg.PollInterval),
+		Guard:      rec,
 		Warnings:   hb.warnings,
 		Logger:     log,
 		Control:    rec,

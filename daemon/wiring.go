@@ -160,3 +160,10 @@ func (f fanOut) Notify(cs reconcile.ChangeSet) {
 		t.Notify(cs)
 	}
 }
+
+// guardOptions configure the eviction guard; the store keeps its pending
+// evictions per replica id and carries the fleet's releases.
+func guardOptions(cfg *config.Config, store snapshot.Store) reconcile.GuardOptions {
+	lim, _ := config.ParseMaxEvictions(cfg.GuardMaxEvictions) // validated at load
+	return reconcile.GuardOptions{Off: lim.Off, Max: lim.Count, Percent: lim.Percent, Window: cfg.GuardWindow, Store: store}
+}

@@ -83,6 +83,7 @@ func (r *Reconciler) apply(ctx context.Context, refs []target, rows func(*node) 
 		}
 	})
 	kept := steps[:0]
+	guardCleared := false
 	for i := range steps {
 		st, p := steps[i], &priors[i]
 		if st.node != nil && r.inflight[st.ref] {
@@ -90,13 +91,17 @@ func (r *Reconciler) apply(ctx context.Context, refs []target, rows func(*node) 
 			continue
 		}
 		if st.node == nil {
-			if p.had {
+			if p.had && !r.guard.holds(st.ref) {
 				evictions = append(evictions, st.ref)
 			}
 			continue
 		}
 		if st.sig == "" {
-			continue // row vanished between reads: the next poll sees its delete
+			continue // row vanished between reads (or a guarded entry's ghost): the next poll sees its delete
+		}
+		if r.guard.holds(st.ref) {
+			r.clearGuard(ctx, st.ref) // its row is back: nothing was evicted
+			guardCleared = true
 		}
 		switch {
 		case !p.had:
@@ -112,6 +117,9 @@ func (r *Reconciler) apply(ctx context.Context, refs []target, rows func(*node) 
 			continue
 		}
 		kept = append(kept, st)
+	}
+	if guardCleared {
+		r.publishGuard()
 	}
 	clear(steps[len(kept):]) // let go of the nodes and rows left out
 	steps = kept

@@ -65,6 +65,9 @@ type Config struct {
 	ReplicaBusPrefix string
 	ReplicaOrigin    string
 
+	GuardMaxEvictions string // guard.max_evictions as written: see ParseMaxEvictions
+	GuardWindow       time.Duration
+
 	// File is the file the configuration was read from ("" for none).
 	File string
 }

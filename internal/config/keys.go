@@ -45,6 +45,9 @@ const (
 	KeyReplicaBusURL    = "replica.bus.url"
 	KeyReplicaBusPrefix = "replica.bus.prefix"
 	KeyReplicaOrigin    = "replica.origin"
+
+	KeyGuardMaxEvictions = "guard.max_evictions"
+	KeyGuardWindow       = "guard.window"
 )
 
 // DefaultStoreURL is the embedded SQLite store used when none is configured.
@@ -145,5 +148,9 @@ func declarations() []decl {
 			func(c *Config) *string { return &c.ReplicaBusPrefix }, checkBusPrefix),
 		bind(KeyReplicaOrigin, "", "originNode of the lane messages (default: reconciler:<replica_id>)",
 			func(c *Config) *string { return &c.ReplicaOrigin }).then(defaultReplicaOrigin),
+		bind(KeyGuardMaxEvictions, "20%", "evictions of one kind allowed within guard.window: a count (10), a percentage of the kind's entries (20%, never fewer than 10) or off; more are guarded: the entries keep serving until their rows come back or `reconciler guard release`",
+			func(c *Config) *string { return &c.GuardMaxEvictions }, checkMaxEvictions),
+		bind(KeyGuardWindow, "60s", "sliding window the eviction guard counts evictions over, so that a mass deletion spread over several polls counts as one (at least 1s)",
+			func(c *Config) *time.Duration { return &c.GuardWindow }, atLeast(time.Second)),
 	}
 }
