@@ -60,6 +60,8 @@ type Config struct {
 	ReplicaBusURL    string
 	ReplicaBusPrefix string
 	ReplicaOrigin    string
+	ReplicaRepair    string // "off" or "schema"
+	ReplicaMaxProbes int
 
 	// File is the file the configuration was read from ("" for none).
 	File string

@@ -41,6 +41,8 @@ const (
 	KeyReplicaBusURL    = "replica.bus.url"
 	KeyReplicaBusPrefix = "replica.bus.prefix"
 	KeyReplicaOrigin    = "replica.origin"
+	KeyReplicaRepair    = "replica.repair"
+	KeyReplicaMaxProbes = "replica.max_probes_per_second"
 )
 
 // DefaultStoreURL is the embedded SQLite store used when none is configured.
@@ -133,5 +135,9 @@ func declarations() []decl {
 			func(c *Config) *string { return &c.ReplicaBusPrefix }, checkBusPrefix),
 		bind(KeyReplicaOrigin, "", "originNode of the lane messages (default: reconciler:<replica_id>)",
 			func(c *Config) *string { return &c.ReplicaOrigin }).then(defaultReplicaOrigin),
+		bind(KeyReplicaRepair, "off", "off, or schema: one sidecar of the fleet at a time has the platform sync the storage (table, columns) of an object its replica registered but cannot serve, through the platform's own save route",
+			func(c *Config) *string { return &c.ReplicaRepair }, oneOf("repair", "off", "schema")),
+		bind(KeyReplicaMaxProbes, 20, "most read-only probes of the replica per second, for the whole sidecar",
+			func(c *Config) *int { return &c.ReplicaMaxProbes }, minInt(1)),
 	}
 }
