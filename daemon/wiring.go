@@ -25,7 +25,7 @@ func materializers(cfg *config.Config, log *slog.Logger) map[registry.Kind]recon
 	return map[registry.Kind]reconcile.Materializer{
 		registry.KindConnector: connector.New(connector.Options{Logger: log, MaxSpecBytes: int64(cfg.MaxSpecBytes), Limits: limits(cfg)}),
 		registry.KindDatasource: datasource.New(datasource.Options{Logger: log, SQLiteDir: cfg.SQLiteDir,
-			MaxConns: int32(min(cfg.MaxConns, math.MaxInt32))}),
+			MaxConns: int32(min(cfg.MaxConns, math.MaxInt32)), MaxTotalConns: cfg.MaxTotalConns}),
 		registry.KindEngine: engine.New(engine.Options{Logger: log, Limits: limits(cfg)}),
 	}
 }

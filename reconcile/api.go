@@ -36,6 +36,10 @@ type Options struct {
 	// Secrets opens sys_secret rows; nil leaves every sys_secret credential
 	// held ("no secret key configured").
 	Secrets SecretOpener
+	// Owners records which organization each connector credential ref
+	// serves, for the whole fleet; nil: the Source's, when it records
+	// them (a snapshot.Store does), else the loop's memory only.
+	Owners CredentialOwners
 	// CodeObjects are object names the platform defines in code: references
 	// to them resolve without a row (as do names beginning with "sys_").
 	CodeObjects []string
@@ -54,7 +58,7 @@ type Options struct {
 	OnPass func(PassResult)
 	// ReplicaDrift, if set, gives the replica part of drift reports (what
 	// the replica beside this sidecar does not serve yet).
-	ReplicaDrift func() any
+	ReplicaDrift func() *registry.ReplicaReport
 }
 
 // Trigger names why a pass ran (label of reconciler_passes_total).
@@ -144,7 +148,7 @@ type DriftReport struct {
 	Stall              snapshot.Stall `json:"stall"`
 	// ReplicaSync is what the replica beside this sidecar does not serve
 	// as the rows say (absent when no replica is driven).
-	ReplicaSync any `json:"replica_sync,omitempty"`
+	ReplicaSync *registry.ReplicaReport `json:"replica_sync,omitempty"`
 }
 
 // Clean reports whether the report found no drift.

@@ -44,6 +44,8 @@ type outcome struct {
 	// dropInstance: a dependency hold closes the live instance too (a
 	// cleared credential must stop being used).
 	dropInstance bool
+	// until: a held entry is retried once this is closed (HeldUntil).
+	until <-chan struct{}
 }
 
 // target is an entry to apply: its ref and, if the caller has it at hand,
@@ -290,6 +292,10 @@ func materialized(inst registry.Instance, err error) outcome {
 	}
 	if class != ClassTransient {
 		o.state = registry.StateHeld
+		var f *Failure
+		if errors.As(err, &f) {
+			o.until = f.Until
+		}
 	}
 	if o.result == "" {
 		o.result = string(o.state)
@@ -337,6 +343,11 @@ func (r *Reconciler) record(ctx context.Context, st step, o outcome, now time.Ti
 	} else if len(r.retries) > 0 {
 		delete(r.retries, st.ref)
 	}
+	if o.until != nil {
+		r.waits[st.ref] = o.until
+	} else if len(r.waits) > 0 {
+		delete(r.waits, st.ref)
+	}
 	t.move(st.ref.Kind, prevState, e.State)
 	if toClose != nil {
 		r.closeInstance(ctx, st.ref.Kind, st.ref.Key, toClose)
@@ -374,6 +385,7 @@ func (r *Reconciler) touch(ref registry.Ref, rev int64, sig string) {
 func (r *Reconciler) evict(ctx context.Context, ref registry.Ref) Change {
 	e, _ := r.regs.Of(ref.Kind).Delete(ref.Key)
 	delete(r.retries, ref)
+	delete(r.waits, ref)
 	r.count(ref.Kind, e.State, "")
 	r.closeInstance(ctx, ref.Kind, ref.Key, e.Instance)
 	r.metrics.Evictions.WithLabelValues(string(ref.Kind)).Inc()

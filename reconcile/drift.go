@@ -24,6 +24,7 @@ func (r *Reconciler) Drift(ctx context.Context) (DriftReport, error) {
 	rows := make(rowSet, all.Len())
 	rows.add(all)
 	m := r.buildModel(all, nil)
+	m.owners = r.ownersSnapshot()
 	for ref, n := range m.nodes {
 		rep.Summary.Desired++
 		sig := signature(n, rows[n.addr], m)

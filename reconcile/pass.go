@@ -207,6 +207,17 @@ func (r *Reconciler) pollPass(ctx context.Context, res *PassResult) ([]Change, e
 			forced[ref] = true
 		}
 	}
+	for ref, until := range r.waits {
+		select {
+		case <-until:
+			if forced == nil {
+				forced = make(map[registry.Ref]bool)
+			}
+			forced[ref] = true
+			delete(r.waits, ref)
+		default:
+		}
+	}
 	if len(addrs) == 0 && len(forced) == 0 {
 		r.cursor = next
 		return nil, nil
@@ -232,7 +243,15 @@ func (r *Reconciler) applyDelta(ctx context.Context, addrs []snapshot.Address, f
 	}
 	seen := make(map[snapshot.Address]bool, len(addrs))
 	affected := make(map[registry.Ref]bool)
-	syms := make(map[string]bool) // symbols whose candidates changed
+	syms := make(map[string]bool)  // symbols whose candidates changed
+	creds := make(map[string]bool) // connector credentials named by a changed row
+	named := func(n *node) {
+		for _, w := range n.wants {
+			if w.kind == registry.KindCredential && !isSecretKey(w.name) {
+				creds[w.name] = true
+			}
+		}
+	}
 	for _, addr := range addrs {
 		if seen[addr] {
 			continue
@@ -246,6 +265,7 @@ func (r *Reconciler) applyDelta(ctx context.Context, addrs []snapshot.Address, f
 		if had && (n == nil || n.ref != oldRef) {
 			if old := r.model.nodes[oldRef]; old != nil {
 				syms[old.sym] = true
+				named(old)
 			}
 			r.model.remove(oldRef)
 			affected[oldRef] = true
@@ -260,8 +280,22 @@ func (r *Reconciler) applyDelta(ctx context.Context, addrs []snapshot.Address, f
 		if old == nil || old.rev != n.rev || old.hold != n.hold || old.fault != n.fault || !sameWants(old.wants, n.wants) {
 			affected[n.ref] = true
 			syms[n.sym] = true
+			if old != nil {
+				named(old)
+			}
+			named(n)
 		}
 		r.model.put(n)
+	}
+	if len(creds) > 0 {
+		rebound, err := r.settleOwners(ctx, creds)
+		if err != nil {
+			r.relistReason = TriggerRecovered // the model moved ahead of the registries
+			return nil, err
+		}
+		for _, key := range rebound {
+			syms[symOf(registry.KindCredential, "", key)] = true
+		}
 	}
 	dirty := make(map[registry.Ref]bool, len(affected)+len(forced))
 	for ref := range affected {
@@ -321,7 +355,12 @@ func (r *Reconciler) relistPass(ctx context.Context, trig Trigger) ([]Change, er
 		return nil, fmt.Errorf("relist (%s): %w", trig, err)
 	}
 	r.metrics.Relists.WithLabelValues(string(trig)).Inc()
-	changes := r.applyAll(ctx, all, parsed)
+	changes, err := r.applyAll(ctx, all, parsed)
+	if err != nil {
+		restoreGC()
+		r.relistReason = trig
+		return nil, fmt.Errorf("relist (%s): %w", trig, err)
+	}
 	restoreGC() // before Synced: a synced process runs at its own setting
 	r.cursor = cur
 	r.relistReason = ""
@@ -347,8 +386,14 @@ func (r *Reconciler) relistRows(ctx context.Context) (snapshot.Rows, snapshot.Cu
 // applyAll rebuilds the model from every row (parsed: the metadata rows'
 // nodes if already built) and applies every entry whose signature
 // changed, evicting what is no longer desired.
-func (r *Reconciler) applyAll(ctx context.Context, all snapshot.Rows, parsed []*node) []Change {
+func (r *Reconciler) applyAll(ctx context.Context, all snapshot.Rows, parsed []*node) ([]Change, error) {
 	r.model = r.buildModel(all, parsed)
+	if err := r.loadOwners(ctx); err != nil {
+		return nil, err
+	}
+	if _, err := r.settleOwners(ctx, nil); err != nil {
+		return nil, err
+	}
 	// Every desired entry, and every entry of the registries besides.
 	refs := make([]target, 0, len(r.model.nodes))
 	for ref, n := range r.model.nodes {
@@ -361,7 +406,7 @@ func (r *Reconciler) applyAll(ctx context.Context, all snapshot.Rows, parsed []*
 			}
 		}
 	}
-	return r.apply(ctx, refs, relisted(&all), nil)
+	return r.apply(ctx, refs, relisted(&all), nil), nil
 }
 
 func sameWants(a, b []want) bool {

@@ -49,13 +49,18 @@ type Reconciler struct {
 	cursor       snapshot.Cursor
 	relistReason Trigger // non-empty: the next pass must relist
 	retries      map[registry.Ref]time.Time
+	waits        map[registry.Ref]<-chan struct{} // held until a shared resource frees (HeldUntil)
 	lastStall    time.Time
 	bulk         bool // the apply in flight is large: routine per-entry lines go to debug
 
 	abandoned *abandoned // calls the loop stopped waiting for
 
-	mu     sync.Mutex // guards the fields below (read by Status)
-	status Status
+	// owners records credential bindings (trust.go); nil: the model's only.
+	owners CredentialOwners
+
+	mu         sync.Mutex // guards the fields below (read by Status)
+	status     Status
+	ownersView map[string]string // the model's owners, for views beside the loop
 }
 
 // Source is the store as the loop reads it (a snapshot.Store is one).
@@ -111,8 +116,13 @@ func New(src Source, opts Options) *Reconciler {
 		synced:       make(chan struct{}),
 		model:        newModel(opts.CodeObjects, 0),
 		retries:      make(map[registry.Ref]time.Time),
+		waits:        make(map[registry.Ref]<-chan struct{}),
 		relistReason: TriggerStart,
 		abandoned:    newAbandoned(metrics.Abandoned),
+		owners:       opts.Owners,
+	}
+	if r.owners == nil {
+		r.owners, _ = src.(CredentialOwners)
 	}
 	r.status.Replica = opts.ReplicaID
 	r.status.Counts = make(map[registry.Kind]map[registry.State]int)

@@ -741,7 +741,7 @@ func TestRegressedCursor(t *testing.T) {
 			snapshottest.Exec(t, url, "DROP VIEW sys_reconcile_change")
 			for _, tbl := range []string{"sys_metadata", "sys_secret", "sys_connector_credential", "sys_reconcile_journal",
 				"sys_reconciler_revision", "sys_reconciler_replica", "sys_reconciler_drift", "sys_reconciler_state",
-				"sys_reconcile_counter", "sys_reconciler_schema", "sys_reconciler_lease"} {
+				"sys_reconcile_counter", "sys_reconciler_schema", "sys_reconciler_credential_owner", "sys_reconciler_lease"} {
 				snapshottest.Exec(t, url, "DROP TABLE "+tbl)
 			}
 		}

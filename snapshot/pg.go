@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"net"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -195,15 +196,21 @@ CREATE TABLE IF NOT EXISTS sys_reconciler_schema (
   version integer PRIMARY KEY, name text NOT NULL, applied_at timestamptz NOT NULL DEFAULT now())`); err != nil {
 			return err
 		}
-		var have int
-		if err := tx.QueryRow(ctx, "SELECT coalesce(max(version), 0) FROM sys_reconciler_schema").Scan(&have); err != nil {
+		// Every migration not recorded is applied, in order: one numbered
+		// below the newest applied (landed later) is not skipped.
+		rows, err := tx.Query(ctx, "SELECT version FROM sys_reconciler_schema")
+		if err != nil {
+			return err
+		}
+		applied, err := pgx.CollectRows(rows, pgx.RowTo[int])
+		if err != nil {
 			return err
 		}
 		if err := p.createAbsentTables(ctx, tx); err != nil {
 			return err
 		}
 		for _, m := range ms {
-			if m.version <= have {
+			if slices.Contains(applied, m.version) {
 				continue
 			}
 			if _, err := tx.Exec(ctx, m.sql); err != nil {

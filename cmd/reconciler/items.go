@@ -98,12 +98,7 @@ func runItems(ctx context.Context, c *cli, fs *pflag.FlagSet) error {
 // itemRow is one entry of /v1/items with its replica state, if any.
 type itemRow struct {
 	registry.Entry
-	Replica *struct {
-		State    string `json:"state"`
-		Attempts int    `json:"attempts"`
-		Error    string `json:"error"`
-		Remedy   string `json:"remedy"`
-	} `json:"replica"`
+	Replica *registry.ReplicaStatus `json:"replica"`
 }
 
 // replica prints the replica state: "in-sync", "nudged×3", "stale:
@@ -113,10 +108,10 @@ func (e itemRow) replica() string {
 	switch {
 	case r == nil:
 		return "-"
-	case r.State == "nudged" && r.Attempts > 0:
-		return fmt.Sprintf("nudged×%d", r.Attempts)
-	case r.State == "stale" && r.Remedy != "":
-		return clean("stale: " + r.Remedy)
+	case r.State == registry.ReplicaNudged && r.Attempts > 0:
+		return fmt.Sprintf("%s×%d", r.State, r.Attempts)
+	case r.State == registry.ReplicaStale && r.Remedy != "":
+		return clean(string(r.State) + ": " + r.Remedy)
 	}
-	return clean(r.State)
+	return clean(string(r.State))
 }

@@ -62,9 +62,9 @@ type Options struct {
 // Replica is what the API shows of the replica beside the sidecar.
 type Replica interface {
 	// ItemReplica returns an entry's replica state (nil: none).
-	ItemReplica(kind registry.Kind, key string) any
+	ItemReplica(kind registry.Kind, key string) *registry.ReplicaStatus
 	// ReplicaSummary returns the replica's summary (nil: none).
-	ReplicaSummary() any
+	ReplicaSummary() *registry.ReplicaReport
 }
 
 // StatusBody is the JSON of GET /v1/status.
@@ -74,7 +74,7 @@ type StatusBody struct {
 	Store   string `json:"store"`
 	// ReplicaSync summarizes the replica's convergence (absent: no
 	// replica driven). Its JSON name leaves "replica" to the replica id.
-	ReplicaSync any `json:"replica_sync,omitempty"`
+	ReplicaSync *registry.ReplicaReport `json:"replica_sync,omitempty"`
 	// Warnings are problems of the sidecar's setup (absent: none).
 	Warnings []string `json:"warnings,omitempty"`
 }
@@ -84,7 +84,7 @@ type Item struct {
 	registry.Entry
 	// Replica is the entry's state on the replica beside the sidecar
 	// (absent: no replica driven).
-	Replica any `json:"replica,omitempty"`
+	Replica *registry.ReplicaStatus `json:"replica,omitempty"`
 }
 
 // Triggered is the JSON of POST /v1/reconcile and /v1/resync.

@@ -51,6 +51,7 @@ type Config struct {
 	MaxRefs          int
 	SQLiteDir        string
 	MaxConns         int
+	MaxTotalConns    int
 	MaxSpecBytes     int
 	LogLevel         slog.Level
 	LogFormat        string // "text" or "json"

@@ -32,6 +32,7 @@ const (
 	KeyMaxRefs          = "engine.max_refs"
 	KeySQLiteDir        = "datasource.sqlite_dir"
 	KeyMaxConns         = "datasource.max_conns"
+	KeyMaxTotalConns    = "datasource.max_total_conns"
 	KeyMaxSpecBytes     = "connector.max_spec_bytes"
 	KeyLogLevel         = "log.level"
 	KeyLogFormat        = "log.format"
@@ -119,6 +120,8 @@ func declarations() []decl {
 			func(c *Config) *string { return &c.SQLiteDir }),
 		bind(KeyMaxConns, 50, "cap of a datasource's pool.maxConns and pool.minConns; a record above it is held naming this cap",
 			func(c *Config) *int { return &c.MaxConns }, minInt(1)),
+		bind(KeyMaxTotalConns, 16, "open connections all datasource pools of this sidecar share: a pool's min shrinks to fit; a datasource that gets none is held naming this budget",
+			func(c *Config) *int { return &c.MaxTotalConns }, minInt(1)),
 		bind(KeyMaxSpecBytes, 8<<20, "most bytes read of a connector's upstream answer (its OpenAPI document, a probe's answer); a larger one is held naming this cap",
 			func(c *Config) *int { return &c.MaxSpecBytes }, minInt(1024)),
 		bind(KeyLogLevel, "info", "debug, info, warn or error",
