@@ -81,7 +81,7 @@ func runItems(ctx context.Context, c *cli, fs *pflag.FlagSet) error {
 			serving = fmt.Sprint(e.ServingRevision)
 		}
 		if withReplica {
-			fmt.Fprintf(w, "%s\t%s\t%s\t%d\t%s\t%s\t%s\t%s\n", clean(string(e.Kind)), clean(e.Key), clean(string(e.State)), e.Revision, serving, age(now, e.Since), e.replica(), dash(e.Reason))
+			fmt.Fprintf(w, "%s\t%s\t%s\t%d\t%s\t%s\t%s\t%s\n", clean(string(e.Kind)), clean(e.Key), clean(string(e.State)), e.Revision, serving, age(now, e.Since), e.replica(), e.reason())
 			continue
 		}
 		fmt.Fprintf(w, "%s\t%s\t%s\t%d\t%s\t%s\t%s\n", clean(string(e.Kind)), clean(e.Key), clean(string(e.State)), e.Revision, serving, age(now, e.Since), dash(e.Reason))
@@ -99,6 +99,24 @@ func runItems(ctx context.Context, c *cli, fs *pflag.FlagSet) error {
 type itemRow struct {
 	registry.Entry
 	Replica *registry.ReplicaStatus `json:"replica"`
+}
+
+// reason prints the entry's reason and, for an entry the replica does not
+// serve (nudged, unservable, not driven), the replica's error: the
+// failure an operator has to see without --json.
+func (e itemRow) reason() string {
+	r := e.Replica
+	if r == nil || r.Error == "" {
+		return dash(e.Reason)
+	}
+	switch r.State {
+	case registry.ReplicaNudged, registry.ReplicaUnservable, registry.ReplicaWouldPublish:
+		if e.Reason != "" {
+			return clean(e.Reason + "; replica: " + r.Error)
+		}
+		return clean("replica: " + r.Error)
+	}
+	return dash(e.Reason)
 }
 
 // replica prints the replica state: "in-sync", "nudged×3", "stale:
