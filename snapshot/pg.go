@@ -20,6 +20,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/objectstack-fleet/reconciler/internal/backoff"
+	"github.com/objectstack-fleet/reconciler/internal/redact"
 )
 
 // PG is the PostgreSQL store. Its cursor is a pg_snapshot: the xid bounds
@@ -61,7 +62,7 @@ func newPG(rawURL string, opts OpenOptions, tweak func(*pgxpool.Config)) (*PG, e
 	if err != nil {
 		return nil, err
 	}
-	p := &PG{pool: pool, url: RedactURL(rawURL), pw: urlPassword(rawURL), log: logger(opts),
+	p := &PG{pool: pool, url: redact.URL(rawURL), pw: urlPassword(rawURL), log: logger(opts),
 		selMetadata:    selectBody(pgSelectMetadata, "octet_length(m.metadata)", opts.MaxBodyBytes),
 		relistMetadata: selectBody(pgRelistMetadata, "octet_length(m.metadata)", opts.MaxBodyBytes)}
 	if opts.ReadURL != "" {
@@ -70,7 +71,7 @@ func newPG(rawURL string, opts OpenOptions, tweak func(*pgxpool.Config)) (*PG, e
 			pool.Close()
 			return nil, err
 		}
-		p.standby = &standby{pool: read, url: RedactURL(opts.ReadURL), pw: urlPassword(opts.ReadURL)}
+		p.standby = &standby{pool: read, url: redact.URL(opts.ReadURL), pw: urlPassword(opts.ReadURL)}
 	}
 	return p, nil
 }
