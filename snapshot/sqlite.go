@@ -154,17 +154,18 @@ func (s *SQLite) Migrate(ctx context.Context) error {
   applied_at TEXT NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%fZ', 'now')))`); err != nil {
 			return err
 		}
-		var have int
-		if err := c.QueryRowContext(ctx, "SELECT coalesce(max(version), 0) FROM sys_reconciler_schema").Scan(&have); err != nil {
+		have, err := sqliteSelect(ctx, c, "SELECT version FROM sys_reconciler_schema", nil,
+			func(r *sql.Rows) (int, error) {
+				var v int
+				return v, r.Scan(&v)
+			})
+		if err != nil {
 			return err
 		}
 		if err := s.createAbsentTables(ctx, c); err != nil {
 			return err
 		}
-		for _, m := range ms {
-			if m.version <= have {
-				continue
-			}
+		for _, m := range pending(ms, have) {
 			if _, err := c.ExecContext(ctx, m.sql); err != nil {
 				return fmt.Errorf("migration %04d_%s: %w", m.version, m.name, err)
 			}
@@ -229,11 +230,15 @@ func (s *SQLite) CheckSchema(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	var v int
-	if err := s.db.QueryRowContext(ctx, "SELECT coalesce(max(version), 0) FROM sys_reconciler_schema").Scan(&v); err != nil {
+	v, err := sqliteSelect(ctx, s.db, "SELECT version FROM sys_reconciler_schema", nil,
+		func(r *sql.Rows) (int, error) {
+			var v int
+			return v, r.Scan(&v)
+		})
+	if err != nil {
 		return s.interpretError("check schema", err)
 	}
-	if err := checkVersion(s.url, v); err != nil {
+	if err := checkVersions("sqlite", s.url, v); err != nil {
 		return err
 	}
 	have, err := sqliteSelect(ctx, s.db, "SELECT name || ' on ' || tbl_name FROM sqlite_master WHERE type = 'trigger'", nil,
