@@ -15,7 +15,7 @@ import (
 
 // heartbeatStore writes heartbeat rows.
 type heartbeatStore interface {
-	Heartbeat(ctx context.Context, r snapshot.Replica) error
+	Heartbeat(ctx context.Context, r snapshot.Replica) (clash string, err error)
 }
 
 // loopStatus is what a heartbeat reports.
@@ -40,6 +40,8 @@ type heartbeater struct {
 	lastErr string
 	lastSeq int64
 	failing bool
+	clash   string    // another process writing this replica id's heartbeat
+	clashAt time.Time // when it was last seen
 }
 
 // onPass is the loop's OnPass hook: it must not block.
@@ -142,8 +144,37 @@ func (h *heartbeater) write(ctx context.Context, stopped bool) error {
 		Stopped:     stopped,
 		LastError:   st.LastError,
 	}
-	if err := h.store.Heartbeat(ctx, r); err != nil {
+	clash, err := h.store.Heartbeat(ctx, r)
+	if err != nil {
 		return fmt.Errorf("heartbeat of %s: %w", r.ReplicaID, err)
 	}
+	if clash != "" {
+		h.mu.Lock()
+		fresh := h.clash != clash || time.Since(h.clashAt) > 3*h.every
+		h.clash, h.clashAt = clash, time.Now()
+		h.mu.Unlock()
+		if fresh {
+			h.log.WarnContext(ctx, "another process writes this replica id's heartbeat: give each sidecar its own replica_id",
+				slog.String("replica", r.ReplicaID), slog.String("other", clash))
+		}
+	}
 	return nil
+}
+
+// warnings returns what the status shows beside the loop's state: another
+// live process seen writing this replica id within 3 heartbeat intervals.
+func (h *heartbeater) warnings() []string {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.clash == "" || time.Since(h.clashAt) > 3*h.every {
+		return nil
+	}
+	return []string{DuplicateReplicaWarning(h.clash, time.Since(h.clashAt))}
+}
+
+// DuplicateReplicaWarning says that another process (other: "host pid N")
+// wrote this replica id's heartbeat ago.
+func DuplicateReplicaWarning(other string, ago time.Duration) string {
+	return fmt.Sprintf("replica id in use by another live process too (%s, seen %s ago): their heartbeats overwrite each other; give each sidecar its own replica_id",
+		other, ago.Round(time.Second))
 }

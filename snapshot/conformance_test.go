@@ -744,7 +744,8 @@ func TestRegressedCursor(t *testing.T) {
 			snapshottest.Exec(t, url, "DROP VIEW sys_reconcile_change")
 			for _, tbl := range []string{"sys_metadata", "sys_secret", "sys_connector_credential", "sys_reconcile_journal",
 				"sys_reconciler_revision", "sys_reconciler_replica", "sys_reconciler_drift", "sys_reconciler_state",
-				"sys_reconcile_counter", "sys_reconciler_schema"} {
+				"sys_reconcile_counter", "sys_reconciler_schema", "sys_reconciler_credential_owner", "sys_reconciler_lease",
+				"sys_reconciler_guard", "sys_reconciler_guard_release"} {
 				snapshottest.Exec(t, url, "DROP TABLE "+tbl)
 			}
 		}
@@ -832,14 +833,14 @@ func TestFleetTables(t *testing.T) {
 		at := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
 		r := snapshot.Replica{ReplicaID: "r1", Host: "h", PID: 42, Version: "v1", StartedAt: at, HeartbeatAt: at,
 			Cursor: "seq:3", CursorSeq: 3, CursorAt: at, Counts: map[string]int64{"ready": 3}, LastError: "boom"}
-		if err := s.Heartbeat(ctx, r); err != nil {
-			t.Fatal(err)
+		if clash, err := s.Heartbeat(ctx, r); err != nil || clash != "" {
+			t.Fatal(clash, err)
 		}
 		r.Stopped, r.LastError = true, ""
-		if err := s.Heartbeat(ctx, r); err != nil {
-			t.Fatal(err)
+		if clash, err := s.Heartbeat(ctx, r); err != nil || clash != "" {
+			t.Fatal(clash, err)
 		}
-		if err := s.Heartbeat(ctx, snapshot.Replica{ReplicaID: "r0"}); err != nil {
+		if _, err := s.Heartbeat(ctx, snapshot.Replica{ReplicaID: "r0"}); err != nil {
 			t.Fatal(err)
 		}
 		got, err := s.Replicas(ctx)
@@ -853,10 +854,58 @@ func TestFleetTables(t *testing.T) {
 		if got[0].StartedAt.IsZero() || !got[0].CursorAt.IsZero() {
 			t.Fatalf("replica r0 defaults = %+v", got[0])
 		}
+		if got[1].Clash != "" {
+			t.Fatalf("replica r1 clashes with %q", got[1].Clash)
+		}
 		for range 2 {
 			if err := s.WriteDrift(ctx, "r1", at, []byte(`{"items":[]}`)); err != nil {
 				t.Fatal(err)
 			}
+		}
+	})
+}
+
+// TestHeartbeatClash: two live processes writing one replica id see each
+// other; a successor of a stopped or long-dead process does not.
+func TestHeartbeatClash(t *testing.T) {
+	t.Parallel()
+	snapshottest.Each(t, func(t *testing.T, s snapshot.Store, _ string) {
+		ctx := ctxT(t)
+		t0 := time.Now().Add(-time.Hour).Truncate(time.Millisecond)
+		beat := func(host string, pid int, started, at time.Time, stopped bool) string {
+			t.Helper()
+			clash, err := s.Heartbeat(ctx, snapshot.Replica{ReplicaID: "vm", Host: host, PID: pid, StartedAt: started, HeartbeatAt: at, Stopped: stopped})
+			if err != nil {
+				t.Fatal(err)
+			}
+			return clash
+		}
+		// A process, then its clean successor.
+		beat("h1", 10, t0, t0.Add(time.Second), false)
+		beat("h1", 10, t0, t0.Add(2*time.Second), true)
+		if c := beat("h1", 11, t0.Add(3*time.Second), t0.Add(3*time.Second), false); c != "" {
+			t.Fatalf("successor of a stopped process clashes with %q", c)
+		}
+		// A crashed predecessor (last beat before this one started).
+		if c := beat("h1", 12, t0.Add(time.Minute), t0.Add(time.Minute), false); c != "" {
+			t.Fatalf("successor of a crashed process clashes with %q", c)
+		}
+		// Its own beats again: no clash.
+		if c := beat("h1", 12, t0.Add(time.Minute), t0.Add(61*time.Second), false); c != "" {
+			t.Fatalf("own heartbeat clashes with %q", c)
+		}
+		// A second live process on another host, alternating.
+		b0 := t0.Add(62 * time.Second)
+		beat("h2", 7, b0, b0, false) // h1's last beat was before h2 started: not seen yet
+		if c := beat("h1", 12, t0.Add(time.Minute), b0.Add(time.Second), false); c != "h2 pid 7" {
+			t.Fatalf("h1 sees %q, want h2 pid 7", c)
+		}
+		if c := beat("h2", 7, b0, b0.Add(2*time.Second), false); c != "h1 pid 12" {
+			t.Fatalf("h2 sees %q, want h1 pid 12", c)
+		}
+		reps, err := s.Replicas(ctx)
+		if err != nil || len(reps) != 1 || reps[0].Clash != "h1 pid 12" || reps[0].ClashAt.IsZero() {
+			t.Fatalf("replicas %+v, %v", reps, err)
 		}
 	})
 }
@@ -942,4 +991,57 @@ func TestRelistStreamHandsEveryRow(t *testing.T) {
 	if fmt.Sprintf("%+v", plain) != fmt.Sprintf("%+v", rows) {
 		t.Fatal("RelistStream's result differs from Relist's")
 	}
+}
+
+// TestGuardTables: a replica's pending guard is replaced as a whole, keeps
+// each record's release stamp, and is stamped with the newest release when
+// recorded (so a release covers what was recorded before it only).
+func TestGuardTables(t *testing.T) {
+	t.Parallel()
+	snapshottest.Each(t, func(t *testing.T, s snapshot.Store, url string) {
+		ctx := ctxT(t)
+		if rel, err := s.LatestRelease(ctx); err != nil || rel.ID != 0 {
+			t.Fatalf("no release yet: %+v, %v", rel, err)
+		}
+		at := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+		a := snapshot.GuardRecord{Kind: "engine", Key: "object/a", Revision: 7, Reason: "eviction guarded", GuardedAt: at}
+		b := snapshot.GuardRecord{Kind: "engine", Key: "object/b", Revision: 8}
+		got, err := s.SyncGuard(ctx, "r1", []snapshot.GuardRecord{a, b})
+		if err != nil || len(got) != 2 || got[0].After != 0 || got[0].Revision != 7 || got[0].Reason != a.Reason || !got[0].GuardedAt.Equal(at) || got[0].ReplicaID != "r1" {
+			t.Fatalf("sync: %+v, %v", got, err)
+		}
+		rel, err := s.ReleaseGuard(ctx, "ops")
+		if err != nil || rel.ID == 0 || rel.By != "ops" || rel.At.IsZero() {
+			t.Fatalf("release: %+v, %v", rel, err)
+		}
+		if latest, err := s.LatestRelease(ctx); err != nil || latest.ID != rel.ID {
+			t.Fatalf("latest release %+v, %v, want %d", latest, err, rel.ID)
+		}
+		c := snapshot.GuardRecord{Kind: "datasource", Key: "crm"}
+		got, err = s.SyncGuard(ctx, "r1", []snapshot.GuardRecord{a, c}) // b goes, c comes after the release
+		if err != nil || len(got) != 2 {
+			t.Fatalf("second sync: %+v, %v", got, err)
+		}
+		for _, g := range got {
+			want := int64(0)
+			if g.Key == "crm" {
+				want = rel.ID
+			}
+			if g.After != want {
+				t.Fatalf("%s stamped after release %d, want %d", g.Key, g.After, want)
+			}
+		}
+		if _, err := s.SyncGuard(ctx, "r2", []snapshot.GuardRecord{b}); err != nil {
+			t.Fatal(err)
+		}
+		if mine, err := s.LoadGuard(ctx, "r1"); err != nil || len(mine) != 2 || mine[0].Key != "crm" {
+			t.Fatalf("load r1: %+v, %v", mine, err)
+		}
+		if all, err := s.Guards(ctx); err != nil || len(all) != 3 {
+			t.Fatalf("every replica's guard: %+v, %v", all, err)
+		}
+		if got, err := s.SyncGuard(ctx, "r1", nil); err != nil || len(got) != 0 {
+			t.Fatalf("cleared: %+v, %v", got, err)
+		}
+	})
 }

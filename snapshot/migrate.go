@@ -106,11 +106,9 @@ func loadMigrations(kind string) ([]migration, error) {
 	return ms, nil
 }
 
-// pending lists the migrations of ms not in applied, in version order.
-// Migrate applies every embedded version that is not recorded, not only
-// those above the highest recorded one, so a version numbered below one
-// already applied (migrations written side by side and landed out of
-// order) still runs.
+// pending lists the migrations of ms not in applied, in version order
+// (CheckSchema requires every embedded one, not only the newest: Migrate
+// applies one numbered below the newest applied too).
 func pending(ms []migration, applied []int) []migration {
 	var out []migration
 	for _, m := range ms {

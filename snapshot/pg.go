@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"net"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -200,14 +201,23 @@ CREATE TABLE IF NOT EXISTS sys_reconciler_schema (
   version integer PRIMARY KEY, name text NOT NULL, applied_at timestamptz NOT NULL DEFAULT now())`); err != nil {
 			return err
 		}
-		var have []int
-		if err := tx.QueryRow(ctx, "SELECT ARRAY(SELECT version FROM sys_reconciler_schema)").Scan(&have); err != nil {
+		// Every migration not recorded is applied, in order: one numbered
+		// below the newest applied (landed later) is not skipped.
+		rows, err := tx.Query(ctx, "SELECT version FROM sys_reconciler_schema")
+		if err != nil {
+			return err
+		}
+		applied, err := pgx.CollectRows(rows, pgx.RowTo[int])
+		if err != nil {
 			return err
 		}
 		if err := p.createAbsentTables(ctx, tx); err != nil {
 			return err
 		}
-		for _, m := range pending(ms, have) {
+		for _, m := range ms {
+			if slices.Contains(applied, m.version) {
+				continue
+			}
 			if _, err := tx.Exec(ctx, m.sql); err != nil {
 				return fmt.Errorf("migration %04d_%s: %w", m.version, m.name, err)
 			}
@@ -722,34 +732,53 @@ func countsJSON(c map[string]int64) string {
 }
 
 // Heartbeat implements Source.
-func (p *PG) Heartbeat(ctx context.Context, r Replica) error {
-	_, err := p.pool.Exec(ctx, `INSERT INTO sys_reconciler_replica
+func (p *PG) Heartbeat(ctx context.Context, r Replica) (string, error) {
+	var clash string
+	var clashNow bool
+	err := p.pool.QueryRow(ctx, `INSERT INTO sys_reconciler_replica AS o
   (replica_id, host, pid, version, started_at, heartbeat_at, cursor, cursor_seq, cursor_at, counts, stopped, last_error)
 VALUES ($1, $2, $3, $4, coalesce($5, now()), coalesce($6, now()), $7, $8, $9, $10::text::jsonb, $11, $12)
 ON CONFLICT (replica_id) DO UPDATE SET host = EXCLUDED.host, pid = EXCLUDED.pid, version = EXCLUDED.version,
   started_at = EXCLUDED.started_at, heartbeat_at = EXCLUDED.heartbeat_at, cursor = EXCLUDED.cursor,
   cursor_seq = EXCLUDED.cursor_seq, cursor_at = EXCLUDED.cursor_at, counts = EXCLUDED.counts,
-  stopped = EXCLUDED.stopped, last_error = EXCLUDED.last_error`,
+  stopped = EXCLUDED.stopped, last_error = EXCLUDED.last_error,
+  clash = CASE WHEN `+pgClash+` THEN o.host || ' pid ' || o.pid ELSE o.clash END,
+  clash_at = CASE WHEN `+pgClash+` THEN now() ELSE o.clash_at END
+RETURNING clash, clash_at IS NOT DISTINCT FROM now()`,
 		r.ReplicaID, r.Host, r.PID, r.Version, nullTime(r.StartedAt), nullTime(r.HeartbeatAt), r.Cursor, r.CursorSeq,
-		nullTime(r.CursorAt), countsJSON(r.Counts), r.Stopped, r.LastError)
-	return p.interpretError("heartbeat", err)
+		nullTime(r.CursorAt), countsJSON(r.Counts), r.Stopped, r.LastError).Scan(&clash, &clashNow)
+	if err != nil {
+		return "", p.interpretError("heartbeat", err)
+	}
+	if !clashNow {
+		clash = ""
+	}
+	return clash, nil
 }
+
+// pgClash: the heartbeat row being replaced is another live process's,
+// written since this one started.
+const pgClash = `((o.host, o.pid, o.started_at) IS DISTINCT FROM (EXCLUDED.host, EXCLUDED.pid, EXCLUDED.started_at)
+  AND NOT o.stopped AND o.heartbeat_at > EXCLUDED.started_at)`
 
 // Replicas implements Source.
 func (p *PG) Replicas(ctx context.Context) ([]Replica, error) {
 	rows, err := p.pool.Query(ctx, `SELECT replica_id, host, pid, version, started_at, heartbeat_at, cursor, cursor_seq,
-  cursor_at, counts::text, stopped, last_error FROM sys_reconciler_replica ORDER BY replica_id`)
+  cursor_at, counts::text, stopped, last_error, clash, clash_at FROM sys_reconciler_replica ORDER BY replica_id`)
 	if err != nil {
 		return nil, p.interpretError("list replicas", err)
 	}
 	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (Replica, error) {
 		var rep Replica
-		var cursorAt *time.Time
+		var cursorAt, clashAt *time.Time
 		var counts string
 		err := r.Scan(&rep.ReplicaID, &rep.Host, &rep.PID, &rep.Version, &rep.StartedAt, &rep.HeartbeatAt, &rep.Cursor,
-			&rep.CursorSeq, &cursorAt, &counts, &rep.Stopped, &rep.LastError)
+			&rep.CursorSeq, &cursorAt, &counts, &rep.Stopped, &rep.LastError, &rep.Clash, &clashAt)
 		if cursorAt != nil {
 			rep.CursorAt = *cursorAt
+		}
+		if clashAt != nil {
+			rep.ClashAt = *clashAt
 		}
 		if err == nil {
 			err = json.Unmarshal([]byte(counts), &rep.Counts)
@@ -811,4 +840,112 @@ func (p *PG) listenOnce(ctx context.Context, cfg *pgx.ConnConfig, wake, connecte
 		}
 		wake()
 	}
+}
+
+// AcquireLease implements Leaser: one upsert, so concurrent callers race
+// on the row and exactly one wins.
+func (p *PG) AcquireLease(ctx context.Context, name, holder string, ttl time.Duration) (Lease, error) {
+	if err := validLease(name, holder, ttl); err != nil {
+		return Lease{}, err
+	}
+	l := Lease{Name: name}
+	err := p.pool.QueryRow(ctx, `INSERT INTO sys_reconciler_lease AS l (name, holder, token, acquired_at, expires_at)
+VALUES ($1, $2, 1, clock_timestamp(), clock_timestamp() + make_interval(secs => $3))
+ON CONFLICT (name) DO UPDATE SET holder = EXCLUDED.holder,
+  token = CASE WHEN l.holder = EXCLUDED.holder AND l.expires_at > clock_timestamp() THEN l.token ELSE l.token + 1 END,
+  acquired_at = CASE WHEN l.holder = EXCLUDED.holder AND l.expires_at > clock_timestamp() THEN l.acquired_at ELSE EXCLUDED.acquired_at END,
+  expires_at = EXCLUDED.expires_at
+WHERE l.holder = EXCLUDED.holder OR l.expires_at <= clock_timestamp()
+RETURNING holder, token, acquired_at, expires_at`, name, holder, ttl.Seconds()).Scan(&l.Holder, &l.Token, &l.AcquiredAt, &l.ExpiresAt)
+	if errors.Is(err, pgx.ErrNoRows) {
+		cur, _, _, rerr := p.ReadLease(ctx, name)
+		if rerr != nil {
+			return Lease{}, rerr
+		}
+		return Lease{}, &LeaseHeldError{Lease: cur}
+	}
+	if err != nil {
+		return Lease{}, p.interpretError("acquire lease "+name, err)
+	}
+	return l, nil
+}
+
+// RenewLease implements Leaser.
+func (p *PG) RenewLease(ctx context.Context, l Lease, ttl time.Duration) (Lease, error) {
+	if err := validLease(l.Name, l.Holder, ttl); err != nil {
+		return Lease{}, err
+	}
+	err := p.pool.QueryRow(ctx, `UPDATE sys_reconciler_lease SET expires_at = clock_timestamp() + make_interval(secs => $4)
+WHERE name = $1 AND holder = $2 AND token = $3 AND expires_at > clock_timestamp()
+RETURNING expires_at`, l.Name, l.Holder, l.Token, ttl.Seconds()).Scan(&l.ExpiresAt)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return Lease{}, fmt.Errorf("renew lease %s of %s: %w", l.Name, l.Holder, ErrLeaseLost)
+	}
+	if err != nil {
+		return Lease{}, p.interpretError("renew lease "+l.Name, err)
+	}
+	return l, nil
+}
+
+// ReleaseLease implements Leaser.
+func (p *PG) ReleaseLease(ctx context.Context, l Lease) error {
+	_, err := p.pool.Exec(ctx, `UPDATE sys_reconciler_lease SET expires_at = clock_timestamp()
+WHERE name = $1 AND holder = $2 AND token = $3 AND expires_at > clock_timestamp()`, l.Name, l.Holder, l.Token)
+	return p.interpretError("release lease "+l.Name, err)
+}
+
+// ReadLease implements Leaser.
+func (p *PG) ReadLease(ctx context.Context, name string) (Lease, bool, time.Time, error) {
+	l := Lease{Name: name}
+	var now time.Time
+	var holder *string
+	var token *int64
+	var acq, exp *time.Time
+	err := p.pool.QueryRow(ctx, `SELECT l.holder, l.token, l.acquired_at, l.expires_at, clock_timestamp()
+FROM (SELECT 1) one LEFT JOIN sys_reconciler_lease l ON l.name = $1`, name).Scan(&holder, &token, &acq, &exp, &now)
+	if err != nil {
+		return Lease{}, false, time.Time{}, p.interpretError("read lease "+name, err)
+	}
+	if holder == nil {
+		return Lease{}, false, now, nil
+	}
+	l.Holder, l.Token, l.AcquiredAt, l.ExpiresAt = *holder, *token, *acq, *exp
+	return l, true, now, nil
+}
+
+// CheckPlatform returns an error wrapping ErrNotPlatform, naming the
+// database and some of its tables, when the database holds tables of
+// its own but no sys_metadata on the search path: Migrate would create
+// the platform's tables in a database no node uses (a wrong store.url)
+// and the sidecar would run green doing nothing. An empty database, or
+// one with sys_metadata, passes.
+func (p *PG) CheckPlatform(ctx context.Context) error {
+	var (
+		db     string
+		has    bool
+		others []string
+		n      int
+	)
+	err := p.pool.QueryRow(ctx, `SELECT current_database(), to_regclass('sys_metadata') IS NOT NULL,
+  ARRAY(SELECT c.relname::text FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+    WHERE c.relkind IN ('r', 'p', 'v', 'm', 'f') AND n.nspname NOT IN ('pg_catalog', 'information_schema')
+      AND n.nspname NOT LIKE 'pg_toast%' AND n.nspname NOT LIKE 'pg_temp%'
+      AND c.relname NOT LIKE 'sys_reconcile%' ORDER BY c.relname LIMIT 5),
+  (SELECT count(*) FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+    WHERE c.relkind IN ('r', 'p', 'v', 'm', 'f') AND n.nspname NOT IN ('pg_catalog', 'information_schema')
+      AND n.nspname NOT LIKE 'pg_toast%' AND n.nspname NOT LIKE 'pg_temp%'
+      AND c.relname NOT LIKE 'sys_reconcile%')`).Scan(&db, &has, &others, &n)
+	if err != nil {
+		return p.interpretError("check database", err)
+	}
+	if has || n == 0 {
+		return nil
+	}
+	more := ""
+	if n > len(others) {
+		more = fmt.Sprintf(" and %d more", n-len(others))
+	}
+	return fmt.Errorf("database %q of %s holds %d tables (%s%s) but no sys_metadata: %w; "+
+		"point store.url at the nodes' database (their OS_DATABASE_URL), or run `reconciler migrate --create-platform-tables` to create the platform's tables here",
+		db, p.url, n, strings.Join(others, ", "), more, ErrNotPlatform)
 }

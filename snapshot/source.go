@@ -179,6 +179,12 @@ type Replica struct {
 	Counts      map[string]int64 `json:"counts"` // "kind/state" or "state" → n
 	Stopped     bool             `json:"stopped"`
 	LastError   string           `json:"last_error,omitempty"`
+	// Clash names another process ("host pid N") that wrote this replica
+	// id's heartbeat while this one ran, and ClashAt when that was last
+	// seen: two live sidecars share one replica id (read only; Heartbeat
+	// sets them).
+	Clash   string    `json:"clash,omitempty"`
+	ClashAt time.Time `json:"clash_at,omitzero"`
 }
 
 // Watermark is the store's current head: the newest journal seq and when it
@@ -220,12 +226,28 @@ type Source interface {
 	// Head returns the store's current watermark.
 	Head(ctx context.Context) (Watermark, error)
 
-	// Heartbeat upserts this replica's row.
-	Heartbeat(ctx context.Context, r Replica) error
+	// Heartbeat upserts this replica's row. It returns the other process
+	// ("host pid N") whose heartbeat under the same replica id it replaced,
+	// when that one wrote after r.StartedAt and had not stopped: two live
+	// processes share the id ("" when not).
+	Heartbeat(ctx context.Context, r Replica) (clash string, err error)
 	// Replicas lists every replica's heartbeat row.
 	Replicas(ctx context.Context) ([]Replica, error)
 	// WriteDrift stores the latest drift report of a replica.
 	WriteDrift(ctx context.Context, replicaID string, at time.Time, report json.RawMessage) error
+
+	// SyncGuard makes a replica's pending guarded evictions exactly keep
+	// (records already stored keep their release stamp, new ones are
+	// stamped with the newest release) and returns them as stored.
+	SyncGuard(ctx context.Context, replica string, keep []GuardRecord) ([]GuardRecord, error)
+	// LoadGuard returns a replica's pending guarded evictions.
+	LoadGuard(ctx context.Context, replica string) ([]GuardRecord, error)
+	// Guards returns every replica's pending guarded evictions.
+	Guards(ctx context.Context) ([]GuardRecord, error)
+	// ReleaseGuard records a release of the fleet's guarded evictions (by
+	// names who released); LatestRelease returns the newest (ID 0: none).
+	ReleaseGuard(ctx context.Context, by string) (GuardRelease, error)
+	LatestRelease(ctx context.Context) (GuardRelease, error)
 
 	// Close releases the store's connections.
 	Close()

@@ -154,18 +154,20 @@ func (s *SQLite) Migrate(ctx context.Context) error {
   applied_at TEXT NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%fZ', 'now')))`); err != nil {
 			return err
 		}
-		have, err := sqliteSelect(ctx, c, "SELECT version FROM sys_reconciler_schema", nil,
-			func(r *sql.Rows) (int, error) {
-				var v int
-				return v, r.Scan(&v)
-			})
+		// Every migration not recorded is applied, in order: one numbered
+		// below the newest applied (landed later) is not skipped.
+		applied, err := sqliteSelect(ctx, c, "SELECT version FROM sys_reconciler_schema", nil,
+			func(r *sql.Rows) (v int, err error) { return v, r.Scan(&v) })
 		if err != nil {
 			return err
 		}
 		if err := s.createAbsentTables(ctx, c); err != nil {
 			return err
 		}
-		for _, m := range pending(ms, have) {
+		for _, m := range ms {
+			if slices.Contains(applied, m.version) {
+				continue
+			}
 			if _, err := c.ExecContext(ctx, m.sql); err != nil {
 				return fmt.Errorf("migration %04d_%s: %w", m.version, m.name, err)
 			}
@@ -550,35 +552,53 @@ func sqliteTimeArg(t time.Time) any {
 }
 
 // Heartbeat implements Source.
-func (s *SQLite) Heartbeat(ctx context.Context, r Replica) error {
-	_, err := s.db.ExecContext(ctx, `INSERT INTO sys_reconciler_replica
+func (s *SQLite) Heartbeat(ctx context.Context, r Replica) (string, error) {
+	var clash string
+	var clashNow bool
+	err := s.db.QueryRowContext(ctx, `INSERT INTO sys_reconciler_replica AS o
   (replica_id, host, pid, version, started_at, heartbeat_at, cursor, cursor_seq, cursor_at, counts, stopped, last_error)
-VALUES (?1, ?2, ?3, ?4, coalesce(?5, strftime('%Y-%m-%dT%H:%M:%fZ', 'now')), coalesce(?6, strftime('%Y-%m-%dT%H:%M:%fZ', 'now')),
-  ?7, ?8, ?9, ?10, ?11, ?12)
+VALUES (?1, ?2, ?3, ?4, coalesce(?5, `+sqliteNow+`), coalesce(?6, `+sqliteNow+`), ?7, ?8, ?9, ?10, ?11, ?12)
 ON CONFLICT (replica_id) DO UPDATE SET host = excluded.host, pid = excluded.pid, version = excluded.version,
   started_at = excluded.started_at, heartbeat_at = excluded.heartbeat_at, cursor = excluded.cursor,
   cursor_seq = excluded.cursor_seq, cursor_at = excluded.cursor_at, counts = excluded.counts,
-  stopped = excluded.stopped, last_error = excluded.last_error`,
+  stopped = excluded.stopped, last_error = excluded.last_error,
+  clash = CASE WHEN `+sqliteClash+` THEN o.host || ' pid ' || o.pid ELSE o.clash END,
+  clash_at = CASE WHEN `+sqliteClash+` THEN `+sqliteNow+` ELSE o.clash_at END
+RETURNING clash, coalesce(clash_at = `+sqliteNow+`, 0)`,
 		r.ReplicaID, r.Host, r.PID, r.Version, sqliteTimeArg(r.StartedAt), sqliteTimeArg(r.HeartbeatAt), r.Cursor, r.CursorSeq,
-		sqliteTimeArg(r.CursorAt), countsJSON(r.Counts), r.Stopped, r.LastError)
-	return s.interpretError("heartbeat", err)
+		sqliteTimeArg(r.CursorAt), countsJSON(r.Counts), r.Stopped, r.LastError).Scan(&clash, &clashNow)
+	if err != nil {
+		return "", s.interpretError("heartbeat", err)
+	}
+	if !clashNow {
+		clash = ""
+	}
+	return clash, nil
 }
+
+// sqliteClash: the heartbeat row being replaced is another live
+// process's, written since this one started.
+const sqliteClash = `((o.host <> excluded.host OR o.pid <> excluded.pid OR o.started_at <> excluded.started_at)
+  AND NOT o.stopped AND o.heartbeat_at > excluded.started_at)`
 
 // Replicas implements Source.
 func (s *SQLite) Replicas(ctx context.Context) ([]Replica, error) {
 	out, err := sqliteSelect(ctx, s.db, `SELECT replica_id, host, pid, version, started_at, heartbeat_at, cursor, cursor_seq,
-  cursor_at, counts, stopped, last_error FROM sys_reconciler_replica ORDER BY replica_id`, nil, func(r *sql.Rows) (Replica, error) {
+  cursor_at, counts, stopped, last_error, clash, clash_at FROM sys_reconciler_replica ORDER BY replica_id`, nil, func(r *sql.Rows) (Replica, error) {
 		var rep Replica
 		var started, hb, counts string
-		var cursorAt sql.NullString
+		var cursorAt, clashAt sql.NullString
 		err := r.Scan(&rep.ReplicaID, &rep.Host, &rep.PID, &rep.Version, &started, &hb, &rep.Cursor, &rep.CursorSeq,
-			&cursorAt, &counts, &rep.Stopped, &rep.LastError)
+			&cursorAt, &counts, &rep.Stopped, &rep.LastError, &rep.Clash, &clashAt)
 		if err != nil {
 			return rep, err
 		}
 		rep.StartedAt, rep.HeartbeatAt = parseSQLiteTime(started), parseSQLiteTime(hb)
 		if cursorAt.Valid {
 			rep.CursorAt = parseSQLiteTime(cursorAt.String)
+		}
+		if clashAt.Valid {
+			rep.ClashAt = parseSQLiteTime(clashAt.String)
 		}
 		return rep, json.Unmarshal([]byte(counts), &rep.Counts)
 	})
@@ -594,4 +614,85 @@ func (s *SQLite) WriteDrift(ctx context.Context, replicaID string, at time.Time,
 ON CONFLICT (replica_id) DO UPDATE SET at = excluded.at, report = excluded.report`,
 		replicaID, at.UTC().Format(sqliteTime), string(report))
 	return s.interpretError("write drift", err)
+}
+
+// sqliteNow is the store's clock in its time format; 'now' is one value
+// within a statement.
+const sqliteNow = `strftime('%Y-%m-%dT%H:%M:%fZ', 'now')`
+
+// sqliteLater is sqliteNow plus the seconds in parameter n.
+func sqliteLater(n int) string {
+	return fmt.Sprintf(`strftime('%%Y-%%m-%%dT%%H:%%M:%%fZ', 'now', '+' || ?%d || ' seconds')`, n)
+}
+
+// AcquireLease implements Leaser: one upsert in a write transaction.
+func (s *SQLite) AcquireLease(ctx context.Context, name, holder string, ttl time.Duration) (Lease, error) {
+	if err := validLease(name, holder, ttl); err != nil {
+		return Lease{}, err
+	}
+	l := Lease{Name: name}
+	var acq, exp string
+	err := s.db.QueryRowContext(ctx, `INSERT INTO sys_reconciler_lease AS l (name, holder, token, acquired_at, expires_at)
+VALUES (?1, ?2, 1, `+sqliteNow+`, `+sqliteLater(3)+`)
+ON CONFLICT (name) DO UPDATE SET holder = excluded.holder,
+  token = CASE WHEN l.holder = excluded.holder AND l.expires_at > `+sqliteNow+` THEN l.token ELSE l.token + 1 END,
+  acquired_at = CASE WHEN l.holder = excluded.holder AND l.expires_at > `+sqliteNow+` THEN l.acquired_at ELSE excluded.acquired_at END,
+  expires_at = excluded.expires_at
+WHERE l.holder = excluded.holder OR l.expires_at <= `+sqliteNow+`
+RETURNING holder, token, acquired_at, expires_at`, name, holder, ttl.Seconds()).Scan(&l.Holder, &l.Token, &acq, &exp)
+	if errors.Is(err, sql.ErrNoRows) {
+		cur, _, _, rerr := s.ReadLease(ctx, name)
+		if rerr != nil {
+			return Lease{}, rerr
+		}
+		return Lease{}, &LeaseHeldError{Lease: cur}
+	}
+	if err != nil {
+		return Lease{}, s.interpretError("acquire lease "+name, err)
+	}
+	l.AcquiredAt, l.ExpiresAt = parseSQLiteTime(acq), parseSQLiteTime(exp)
+	return l, nil
+}
+
+// RenewLease implements Leaser.
+func (s *SQLite) RenewLease(ctx context.Context, l Lease, ttl time.Duration) (Lease, error) {
+	if err := validLease(l.Name, l.Holder, ttl); err != nil {
+		return Lease{}, err
+	}
+	var exp string
+	err := s.db.QueryRowContext(ctx, `UPDATE sys_reconciler_lease SET expires_at = `+sqliteLater(4)+`
+WHERE name = ?1 AND holder = ?2 AND token = ?3 AND expires_at > `+sqliteNow+`
+RETURNING expires_at`, l.Name, l.Holder, l.Token, ttl.Seconds()).Scan(&exp)
+	if errors.Is(err, sql.ErrNoRows) {
+		return Lease{}, fmt.Errorf("renew lease %s of %s: %w", l.Name, l.Holder, ErrLeaseLost)
+	}
+	if err != nil {
+		return Lease{}, s.interpretError("renew lease "+l.Name, err)
+	}
+	l.ExpiresAt = parseSQLiteTime(exp)
+	return l, nil
+}
+
+// ReleaseLease implements Leaser.
+func (s *SQLite) ReleaseLease(ctx context.Context, l Lease) error {
+	_, err := s.db.ExecContext(ctx, `UPDATE sys_reconciler_lease SET expires_at = `+sqliteNow+`
+WHERE name = ?1 AND holder = ?2 AND token = ?3 AND expires_at > `+sqliteNow, l.Name, l.Holder, l.Token)
+	return s.interpretError("release lease "+l.Name, err)
+}
+
+// ReadLease implements Leaser.
+func (s *SQLite) ReadLease(ctx context.Context, name string) (Lease, bool, time.Time, error) {
+	var holder, acq, exp sql.NullString
+	var token sql.NullInt64
+	var now string
+	err := s.db.QueryRowContext(ctx, `SELECT l.holder, l.token, l.acquired_at, l.expires_at, `+sqliteNow+`
+FROM (SELECT 1) one LEFT JOIN sys_reconciler_lease l ON l.name = ?1`, name).Scan(&holder, &token, &acq, &exp, &now)
+	if err != nil {
+		return Lease{}, false, time.Time{}, s.interpretError("read lease "+name, err)
+	}
+	if !holder.Valid {
+		return Lease{}, false, parseSQLiteTime(now), nil
+	}
+	return Lease{Name: name, Holder: holder.String, Token: token.Int64, AcquiredAt: parseSQLiteTime(acq.String),
+		ExpiresAt: parseSQLiteTime(exp.String)}, true, parseSQLiteTime(now), nil
 }

@@ -20,16 +20,19 @@ func fleetCmd() *command {
 	return &command{
 		short: "List every replica from its heartbeat in the store.",
 		name:  "fleet",
-		usage: "[--store.url URL] [--json]",
+		usage: "[--store.url URL] [--all] [--json]",
 		summary: `List every replica's heartbeat from the store: heartbeat age, cursor lag
 behind the store's head and counts per state, flagging stale replicas (no
 heartbeat for 3 heartbeat intervals) and lagging ones (behind the head with a
 cursor older than 2 heartbeat intervals). A replica writes its heartbeat when
 what it reports changes and at least every max(5×poll.interval, 30s): give
-the fleet's poll.interval. Exits 0 even when some are flagged.`,
+the fleet's poll.interval. A replica id written by two live processes at once
+is flagged DUPLICATE. Replicas stopped over an hour ago, or silent for a day,
+are left out unless --all. Exits 0 even when some are flagged.`,
 		flags: func(fs *pflag.FlagSet) {
 			configFlag(fs)
 			config.AddFlags(fs, config.KeyStoreURL, config.KeyPollInterval)
+			fs.Bool("all", false, "also list replicas stopped over an hour ago or silent for a day")
 			jsonFlag(fs)
 		},
 		run: runFleet,
@@ -66,6 +69,9 @@ func runFleet(ctx context.Context, c *cli, fs *pflag.FlagSet) error {
 		return fmt.Errorf("read heartbeats: %w", err)
 	}
 	view := buildFleet(head, reps, cfg.PollInterval, time.Now())
+	if all, _ := fs.GetBool("all"); !all {
+		view = view.Visible()
+	}
 	if asJSON, _ := fs.GetBool("json"); asJSON {
 		return printJSON(c.stdout, view)
 	}
@@ -105,13 +111,19 @@ func printFleet(c *cli, v fleetView) {
 		if r.Lagging {
 			flags = append(flags, "LAGGING")
 		}
+		if r.Duplicate {
+			flags = append(flags, "DUPLICATE: "+daemon.DuplicateReplicaWarning(r.Clash, now.Sub(r.ClashAt)))
+		}
 		if r.LastError != "" {
 			flags = append(flags, "error: "+r.LastError)
 		}
 		fmt.Fprintln(w, dash(strings.Join(flags, ", ")))
 	}
 	_ = w.Flush()
-	if len(v.Replicas) == 0 {
+	if len(v.Replicas) == 0 && v.Hidden == 0 {
 		fmt.Fprintln(c.stdout, "(no replicas have written a heartbeat)")
+	}
+	if v.Hidden > 0 {
+		fmt.Fprintf(c.stdout, "(%d replicas stopped over %s ago or silent for %s not listed: --all lists them)\n", v.Hidden, fleet.GoneStopped, fleet.GoneSilent)
 	}
 }

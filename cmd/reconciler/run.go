@@ -51,6 +51,10 @@ func runDaemon(ctx context.Context, c *cli, fs *pflag.FlagSet) error {
 	log, level := newLogger(cfg, c.stderr)
 	c.sigs.log.Store(log)
 	log.Debug("starting", slog.String("config", cfg.File))
+	for _, u := range config.CheckEnv(os.Environ(), cfg) {
+		log.Warn("environment variable names no configuration key: ignored",
+			slog.String("variable", u.Name), slog.String("nearest", u.Nearest))
+	}
 
 	d := daemon.New(daemon.Options{
 		Config:  cfg,

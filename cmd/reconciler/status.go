@@ -9,6 +9,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/objectstack-fleet/reconciler/daemon/statusapi"
+	"github.com/objectstack-fleet/reconciler/reconcile"
 	"github.com/objectstack-fleet/reconciler/registry"
 	"github.com/objectstack-fleet/reconciler/snapshot"
 )
@@ -57,6 +58,9 @@ func runStatus(ctx context.Context, c *cli, fs *pflag.FlagSet) error {
 		fmt.Fprintf(w, "last pass\t%s, %s ago, took %s, %d changes\n", clean(string(p.Trigger)), age(now, p.At), p.Duration.Round(time.Microsecond), len(p.Changes))
 	}
 	fmt.Fprintf(w, "last error\t%s\n", dash(st.LastError))
+	for _, warn := range st.Warnings {
+		fmt.Fprintf(w, "WARNING\t%s\n", clean(warn))
+	}
 	fmt.Fprintf(w, "pending\t%d journal entries not visible yet\n", st.Stall.Pending)
 	if sb := st.Stall.Standby; sb != nil {
 		fmt.Fprintf(w, "standby\t%s\n", standbyLine(sb))
@@ -64,6 +68,7 @@ func runStatus(ctx context.Context, c *cli, fs *pflag.FlagSet) error {
 	for _, b := range st.Stall.Blockers {
 		fmt.Fprintf(w, "blocked by\tpid %d, transaction open %s (%s)\n", b.PID, b.XactAge.Round(time.Second), clean(b.State))
 	}
+	fmt.Fprintf(w, "guard\t%s\n", guardLine(st.Guard))
 	if err := w.Flush(); err != nil {
 		return err
 	}
@@ -114,4 +119,12 @@ func standbyLine(sb *snapshot.Standby) string {
 		line += " (replay paused)"
 	}
 	return line
+}
+
+// guardLine summarizes the eviction guard for status.
+func guardLine(g reconcile.GuardStatus) string {
+	if g.Held == 0 {
+		return fmt.Sprintf("nothing held (guard.max_evictions %s within %s)", clean(g.Limit), clean(g.Window))
+	}
+	return fmt.Sprintf("HOLDING %d evictions: %s (see `reconciler guard`)", g.Held, clean(g.Reason))
 }

@@ -6,28 +6,31 @@ import (
 	"testing"
 )
 
-// Every key has exactly one Config field naming it, so that Changed (and
-// the daemon's reload warning built on it) never misses a key.
+// Every key binds its own Config field, and every field but File is bound
+// to a key, so that Changed (and the daemon's reload warning built on it)
+// never misses a key.
 func TestEveryKeyHasAField(t *testing.T) {
-	fields := map[string]string{}
-	typ := reflect.TypeFor[Config]()
-	for i := range typ.NumField() {
-		f := typ.Field(i)
-		k := f.Tag.Get("key")
-		if k == "" {
+	var c Config
+	base := reflect.ValueOf(&c).Elem()
+	byAddr := map[uintptr]string{}
+	for i := range base.NumField() {
+		byAddr[base.Field(i).Addr().Pointer()] = base.Type().Field(i).Name
+	}
+	bound := map[string]string{}
+	for _, k := range declarations() {
+		f, ok := byAddr[reflect.ValueOf(k.addr(&c)).Pointer()]
+		if !ok {
+			t.Errorf("key %s binds no field of Config", k.Name)
 			continue
 		}
-		if prev, dup := fields[k]; dup {
-			t.Errorf("key %s tags both %s and %s", k, prev, f.Name)
+		if prev, dup := bound[f]; dup {
+			t.Errorf("field %s is bound by both %s and %s", f, prev, k.Name)
 		}
-		if _, ok := lookupKey(k); !ok {
-			t.Errorf("field %s names unknown key %q", f.Name, k)
-		}
-		fields[k] = f.Name
+		bound[f] = k.Name
 	}
-	for _, k := range Keys() {
-		if _, ok := fields[k.Name]; !ok {
-			t.Errorf("key %s has no Config field tagged with it", k.Name)
+	for i := range base.NumField() {
+		if f := base.Type().Field(i).Name; f != "File" && bound[f] == "" {
+			t.Errorf("field %s is bound to no key", f)
 		}
 	}
 }

@@ -6,8 +6,6 @@ import (
 	"fmt"
 	"io/fs"
 	"log/slog"
-	"net"
-	"net/url"
 	"os"
 	"sort"
 	"strings"
@@ -19,7 +17,6 @@ import (
 	"github.com/spf13/viper"
 
 	"github.com/objectstack-fleet/reconciler/internal/redact"
-	"github.com/objectstack-fleet/reconciler/snapshot"
 )
 
 // DefaultFile is the file loaded when --config is not given and it exists.
@@ -28,41 +25,48 @@ const DefaultFile = "config.yaml"
 // EnvPrefix prefixes every key's environment variable.
 const EnvPrefix = "RECONCILER"
 
-// Config is a loaded, validated configuration. Each field's key tag names
-// its key (Changed compares by it).
+// Config is a loaded, validated configuration. Each field is bound to its
+// key by one row of the key declarations (keys.go).
 type Config struct {
-	ReplicaID        string        `key:"replica_id"`
-	StoreURL         string        `key:"store.url"`
-	StoreReadURL     string        `key:"store.read_url"` // "" = read store.url
-	PollInterval     time.Duration `key:"poll.interval"`
-	PollJitter       time.Duration `key:"poll.jitter"`
-	ResyncInterval   time.Duration `key:"resync.interval"` // 0: anti-entropy relists off
-	HintListen       bool          `key:"hint.listen"`
-	ApplyConcurrency int           `key:"apply.concurrency"`
-	ApplyTimeout     time.Duration `key:"apply.timeout"`
-	JournalRetention time.Duration `key:"journal.retention"`
-	DriftSchedule    string        `key:"drift.schedule"` // "" disables scheduled reports
-	DriftDir         string        `key:"drift.dir"`
-	StatusListen     string        `key:"status.listen"`
-	StatusTokenEnv   string        `key:"status.token_env"`
-	WebhookURL       string        `key:"notify.webhook.url"`
-	WebhookSecretEnv string        `key:"notify.webhook.secret_env"`
-	ExecCommand      []string      `key:"notify.exec.command"`
-	SecretsKeyEnv    string        `key:"secrets.key_env"`
-	CodeObjects      []string      `key:"engine.code_objects"`
-	MaxBodyBytes     int           `key:"engine.max_body_bytes"`
-	MaxRefs          int           `key:"engine.max_refs"`
-	SQLiteDir        string        `key:"datasource.sqlite_dir"`
-	MaxConns         int           `key:"datasource.max_conns"`
-	MaxSpecBytes     int           `key:"connector.max_spec_bytes"`
-	LogLevel         slog.Level    `key:"log.level"`
-	LogFormat        string        `key:"log.format"` // "text" or "json"
+	ReplicaID        string
+	StoreURL         string
+	StoreReadURL     string // "" = read store.url
+	PollInterval     time.Duration
+	PollJitter       time.Duration
+	ResyncInterval   time.Duration // 0: anti-entropy relists off
+	HintListen       bool
+	ApplyConcurrency int
+	ApplyTimeout     time.Duration
+	JournalRetention time.Duration
+	DriftSchedule    string // "" disables scheduled reports
+	DriftDir         string
+	StatusListen     string
+	StatusTokenEnv   string
+	WebhookURL       string
+	WebhookSecretEnv string
+	ExecCommand      []string
+	SecretsKeyEnv    string
+	CodeObjects      []string
+	MaxBodyBytes     int
+	MaxRefs          int
+	SQLiteDir        string
+	MaxConns         int
+	MaxTotalConns    int
+	AllowLocal       bool
+	AllowHosts       []string
+	DenyHosts        []string
+	MaxSpecBytes     int
+	LogLevel         slog.Level
+	LogFormat        string // "text" or "json"
 
-	ReplicaURL       string `key:"replica.url"` // "" = no replica driving
-	ReplicaTokenEnv  string `key:"replica.token_env"`
-	ReplicaBusURL    string `key:"replica.bus.url"`
-	ReplicaBusPrefix string `key:"replica.bus.prefix"`
-	ReplicaOrigin    string `key:"replica.origin"`
+	ReplicaURL       string // "" = no replica driving
+	ReplicaTokenEnv  string
+	ReplicaBusURL    string
+	ReplicaBusPrefix string
+	ReplicaOrigin    string
+
+	GuardMaxEvictions string // guard.max_evictions as written: see ParseMaxEvictions
+	GuardWindow       time.Duration
 
 	// File is the file the configuration was read from ("" for none).
 	File string
@@ -216,90 +220,18 @@ func quoteAll(ss []string) []string {
 
 // decode reads every key from v and validates it; all problems are joined.
 func decode(v *viper.Viper) (*Config, error) {
-	d := decoder{v: v}
-	c := &Config{
-		ReplicaID:        d.str(KeyReplicaID),
-		StoreURL:         d.str(KeyStoreURL),
-		StoreReadURL:     d.str(KeyStoreReadURL),
-		PollInterval:     d.duration(KeyPollInterval, MinPollInterval),
-		PollJitter:       d.duration(KeyPollJitter, 0),
-		ResyncInterval:   d.duration(KeyResyncInterval, 0),
-		HintListen:       d.boolean(KeyHintListen),
-		ApplyConcurrency: d.integer(KeyApplyConcurrency, 1),
-		ApplyTimeout:     d.duration(KeyApplyTimeout, 1),
-		JournalRetention: d.duration(KeyJournalRetention, MinJournalRetention),
-		DriftSchedule:    strings.TrimSpace(d.str(KeyDriftSchedule)),
-		DriftDir:         d.str(KeyDriftDir),
-		StatusListen:     d.str(KeyStatusListen),
-		StatusTokenEnv:   d.str(KeyStatusTokenEnv),
-		WebhookURL:       d.str(KeyWebhookURL),
-		WebhookSecretEnv: d.str(KeyWebhookSecretEnv),
-		ExecCommand:      d.argv(KeyExecCommand),
-		SecretsKeyEnv:    d.str(KeySecretsKeyEnv),
-		CodeObjects:      d.argv(KeyCodeObjects),
-		MaxBodyBytes:     d.integer(KeyMaxBodyBytes, 1024),
-		MaxRefs:          d.integer(KeyMaxRefs, 1),
-		SQLiteDir:        d.str(KeySQLiteDir),
-		MaxConns:         d.integer(KeyMaxConns, 1),
-		MaxSpecBytes:     d.integer(KeyMaxSpecBytes, 1024),
-		LogFormat:        strings.ToLower(d.str(KeyLogFormat)),
-		ReplicaURL:       d.str(KeyReplicaURL),
-		ReplicaTokenEnv:  d.str(KeyReplicaTokenEnv),
-		ReplicaBusURL:    d.str(KeyReplicaBusURL),
-		ReplicaBusPrefix: d.str(KeyReplicaBusPrefix),
-		ReplicaOrigin:    d.str(KeyReplicaOrigin),
+	d := &decoder{}
+	c := &Config{}
+	decls := declarations()
+	for _, k := range decls {
+		k.decode(d, v, c)
 	}
-	if c.ReplicaID == "" {
-		h, err := os.Hostname()
-		if err != nil || h == "" {
-			h = "reconciler"
+	if len(d.errs) == 0 {
+		for _, k := range decls {
+			for _, step := range k.steps {
+				d.check(k.Name, step(c))
+			}
 		}
-		c.ReplicaID = h
-	}
-	if c.ResyncInterval > 0 && c.ResyncInterval < MinResyncInterval {
-		d.fail(KeyResyncInterval, fmt.Sprintf("must be 0 (off) or at least %s (each resync relists the whole store), got %s", MinResyncInterval, c.ResyncInterval))
-	}
-	d.check(KeyStoreURL, checkStoreURL(c.StoreURL))
-	d.check(KeyStoreReadURL, checkStoreReadURL(c.StoreReadURL, c.StoreURL))
-	if c.DriftSchedule != "" {
-		if _, err := ParseSchedule(c.DriftSchedule); err != nil {
-			d.fail(KeyDriftSchedule, fmt.Sprintf("invalid cron spec %q: %v", c.DriftSchedule, err))
-		}
-	}
-	if c.DriftDir == "" {
-		d.fail(KeyDriftDir, "must not be empty")
-	}
-	d.check(KeyStatusListen, checkListen(c.StatusListen))
-	if host, _, err := net.SplitHostPort(c.StatusListen); err == nil && !LoopbackHost(host) && c.StatusTokenEnv == "" {
-		d.fail(KeyStatusListen, fmt.Sprintf("%q is not a loopback address: the status API needs a token there (set %s)", c.StatusListen, KeyStatusTokenEnv))
-	}
-	d.check(KeyStatusTokenEnv, checkEnvName(c.StatusTokenEnv))
-	d.check(KeyWebhookSecretEnv, checkEnvName(c.WebhookSecretEnv))
-	d.check(KeySecretsKeyEnv, checkEnvName(c.SecretsKeyEnv))
-	if c.WebhookURL != "" {
-		u, err := url.Parse(c.WebhookURL)
-		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-			d.fail(KeyWebhookURL, "want an http:// or https:// URL")
-		}
-	}
-	d.checkReplica(c)
-	lvl := strings.ToLower(d.str(KeyLogLevel))
-	switch lvl {
-	case "debug":
-		c.LogLevel = slog.LevelDebug
-	case "info", "":
-		c.LogLevel = slog.LevelInfo
-	case "warn", "warning":
-		c.LogLevel = slog.LevelWarn
-	case "error":
-		c.LogLevel = slog.LevelError
-	default:
-		d.fail(KeyLogLevel, fmt.Sprintf("unknown level %q (want debug, info, warn or error)", lvl))
-	}
-	switch c.LogFormat {
-	case "text", "json":
-	default:
-		d.fail(KeyLogFormat, fmt.Sprintf("unknown format %q (want text or json)", c.LogFormat))
 	}
 	if err := errors.Join(d.errs...); err != nil {
 		return nil, err
@@ -307,8 +239,9 @@ func decode(v *viper.Viper) (*Config, error) {
 	return c, nil
 }
 
+// decoder turns raw values (YAML, environment, flags) into a key's type,
+// collecting every problem.
 type decoder struct {
-	v    *viper.Viper
 	errs []error
 }
 
@@ -322,8 +255,7 @@ func (d *decoder) check(key string, err error) {
 	}
 }
 
-func (d *decoder) str(key string) string {
-	raw := d.v.Get(key)
+func (d *decoder) str(key string, raw any) string {
 	switch raw.(type) {
 	case map[string]any, []any:
 		d.fail(key, "want a single value, not a list or section")
@@ -336,49 +268,21 @@ func (d *decoder) str(key string) string {
 	return strings.TrimSpace(s)
 }
 
-// Floors of the intervals that, set tiny, would keep a core busy.
-const (
-	// MinPollInterval is the shortest poll.interval: every poll is a
-	// query, and a heartbeat is written every five polls.
-	MinPollInterval = 50 * time.Millisecond
-	// MinResyncInterval is the shortest resync.interval other than 0.
-	MinResyncInterval = time.Second
-	// MinJournalRetention is the shortest journal.retention: pruning
-	// entries younger than a few polls would expire the replicas' cursors
-	// and make every one of them relist the whole store, again and again.
-	MinJournalRetention = time.Minute
-)
-
-// duration parses a Go duration ("1s", "15m"); min is 0 (may be zero), 1
-// (must be positive) or a floor.
-func (d *decoder) duration(key string, min time.Duration) time.Duration {
-	raw := d.v.Get(key)
+// duration parses a Go duration ("1s", "15m").
+func (d *decoder) duration(key string, raw any) time.Duration {
 	if dur, ok := raw.(time.Duration); ok {
-		return d.durationRange(key, dur, min)
+		return dur
 	}
-	s := d.str(key)
+	s := d.str(key, raw)
 	dur, err := time.ParseDuration(s)
 	if err != nil {
 		d.fail(key, fmt.Sprintf("bad duration %q (want a number with a unit, like 1s, 500ms or 15m)", s))
 		return 0
 	}
-	return d.durationRange(key, dur, min)
-}
-
-func (d *decoder) durationRange(key string, dur, min time.Duration) time.Duration {
-	switch {
-	case dur < 0:
-		d.fail(key, fmt.Sprintf("must not be negative, got %s", dur))
-	case dur < min && min == 1:
-		d.fail(key, "must be greater than zero")
-	case dur < min:
-		d.fail(key, fmt.Sprintf("must be at least %s (a shorter one keeps a core busy), got %s", min, dur))
-	}
 	return dur
 }
 
-func (d *decoder) boolean(key string) bool {
-	raw := d.v.Get(key)
+func (d *decoder) boolean(key string, raw any) bool {
 	b, err := cast.ToBoolE(raw)
 	if err != nil {
 		d.fail(key, fmt.Sprintf("want true or false, got %q", fmt.Sprint(raw)))
@@ -386,8 +290,7 @@ func (d *decoder) boolean(key string) bool {
 	return b
 }
 
-func (d *decoder) integer(key string, min int) int {
-	raw := d.v.Get(key)
+func (d *decoder) integer(key string, raw any) int {
 	var n int
 	var err error
 	switch x := raw.(type) {
@@ -405,16 +308,29 @@ func (d *decoder) integer(key string, min int) int {
 		d.fail(key, fmt.Sprintf("want an integer, got %q", fmt.Sprint(raw)))
 		return 0
 	}
-	if n < min {
-		d.fail(key, fmt.Sprintf("must be at least %d, got %d", min, n))
-	}
 	return n
+}
+
+func (d *decoder) level(key string, raw any) slog.Level {
+	switch lvl := strings.ToLower(d.str(key, raw)); lvl {
+	case "debug":
+		return slog.LevelDebug
+	case "info", "":
+		return slog.LevelInfo
+	case "warn", "warning":
+		return slog.LevelWarn
+	case "error":
+		return slog.LevelError
+	default:
+		d.fail(key, fmt.Sprintf("unknown level %q (want debug, info, warn or error)", lvl))
+		return slog.LevelInfo
+	}
 }
 
 // argv reads a command: a YAML list, or a string split on white space
 // (environment variables and flags).
-func (d *decoder) argv(key string) []string {
-	switch x := d.v.Get(key).(type) {
+func (d *decoder) argv(key string, raw any) []string {
+	switch x := raw.(type) {
 	case nil:
 		return nil
 	case []string:
@@ -450,116 +366,6 @@ func nonEmpty(ss []string) []string {
 		return nil
 	}
 	return out
-}
-
-func checkStoreURL(s string) error {
-	if s == "" {
-		return errors.New("must not be empty (want sqlite://PATH or postgres://…)")
-	}
-	i := strings.Index(s, "://")
-	if i <= 0 {
-		return errors.New("not a URL (want sqlite://PATH or postgres://…)")
-	}
-	switch scheme := strings.ToLower(s[:i]); scheme {
-	case "sqlite":
-		if _, err := snapshot.SQLitePath(s); err != nil {
-			return errors.New("want sqlite://rel/path.db or sqlite:///abs/path.db (no query)")
-		}
-	case "postgres", "postgresql":
-		if _, err := url.Parse(s); err != nil {
-			return fmt.Errorf("malformed postgres URL %q", RedactURL(s))
-		}
-	default:
-		return fmt.Errorf("unknown scheme %q (want sqlite or postgres)", scheme)
-	}
-	return nil
-}
-
-// checkStoreReadURL checks the form of store.read_url: a PostgreSQL URL
-// beside a PostgreSQL store.url, naming another server. Whether it really
-// is a standby of store.url is checked at start, against both servers.
-func checkStoreReadURL(s, storeURL string) error {
-	if s == "" {
-		return nil
-	}
-	scheme, _, ok := strings.Cut(s, "://")
-	if !ok || (!strings.EqualFold(scheme, "postgres") && !strings.EqualFold(scheme, "postgresql")) {
-		return errors.New("want a postgres:// URL of a hot standby of store.url")
-	}
-	if _, err := url.Parse(s); err != nil {
-		return fmt.Errorf("malformed postgres URL %q", RedactURL(s))
-	}
-	if st, _, _ := strings.Cut(storeURL, "://"); !strings.EqualFold(st, "postgres") && !strings.EqualFold(st, "postgresql") {
-		return fmt.Errorf("needs a postgres:// %s (a SQLite store has no standby)", KeyStoreURL)
-	}
-	if s == storeURL {
-		return fmt.Errorf("names the same server as %s: want a hot standby of it (or leave it empty)", KeyStoreURL)
-	}
-	return nil
-}
-
-// LoopbackHost reports whether a listen host binds loopback only:
-// "localhost" or a loopback IP. An empty host binds every interface.
-func LoopbackHost(host string) bool {
-	host = strings.Trim(host, "[]")
-	if strings.EqualFold(host, "localhost") {
-		return true
-	}
-	ip := net.ParseIP(host)
-	return ip != nil && ip.IsLoopback()
-}
-
-func checkListen(s string) error {
-	_, port, err := net.SplitHostPort(s)
-	if err != nil {
-		return fmt.Errorf("want HOST:PORT, got %q", s)
-	}
-	if port == "" {
-		return fmt.Errorf("want HOST:PORT, got %q", s)
-	}
-	if _, err := net.LookupPort("tcp", port); err != nil {
-		return fmt.Errorf("bad port %q", port)
-	}
-	return nil
-}
-
-// checkReplica validates the replica.* keys and fills in the origin.
-func (d *decoder) checkReplica(c *Config) {
-	if c.ReplicaOrigin == "" {
-		c.ReplicaOrigin = "reconciler:" + c.ReplicaID
-	}
-	d.check(KeyReplicaTokenEnv, checkEnvName(c.ReplicaTokenEnv))
-	if c.ReplicaBusPrefix == "" || strings.ContainsAny(c.ReplicaBusPrefix, " \t\r\n") {
-		d.fail(KeyReplicaBusPrefix, "want a non-empty prefix without spaces (the platform's default is os:)")
-	}
-	if c.ReplicaURL != "" {
-		u, err := url.Parse(c.ReplicaURL)
-		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-			d.fail(KeyReplicaURL, "want an http:// or https:// URL")
-		}
-		if c.ReplicaBusURL == "" {
-			d.fail(KeyReplicaBusURL, "required when replica.url is set (the platform's Redis bus, redis://HOST:PORT)")
-		}
-	}
-	if c.ReplicaBusURL != "" {
-		u, err := url.Parse(c.ReplicaBusURL)
-		if err != nil || (u.Scheme != "redis" && u.Scheme != "rediss") || u.Host == "" {
-			d.fail(KeyReplicaBusURL, "want a redis:// or rediss:// URL")
-		}
-	}
-}
-
-func checkEnvName(s string) error {
-	if s == "" {
-		return nil
-	}
-	for i, r := range s {
-		ok := r == '_' || (r >= 'A' && r <= 'Z') || (r >= 'a' && r <= 'z') || (i > 0 && r >= '0' && r <= '9')
-		if !ok {
-			return fmt.Errorf("%q is not an environment variable name", s)
-		}
-	}
-	return nil
 }
 
 // RedactURL hides the secrets of a URL for logs and errors.

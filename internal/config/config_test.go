@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/spf13/pflag"
+	"go.yaml.in/yaml/v3"
 )
 
 func writeFile(t *testing.T, body string) string {
@@ -202,12 +203,61 @@ func TestRepositoryConfig(t *testing.T) {
 	if !strings.HasPrefix(c.StoreURL, "sqlite://") {
 		t.Fatalf("store.url = %q, want the embedded SQLite store", c.StoreURL)
 	}
+	defaults, err := Parse("", nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ch := Changed(defaults, c); len(ch) > 0 {
+		t.Errorf("config.yaml sets %v to other values than their defaults", ch)
+	}
+	documented := documentedKeys(t, data)
 	for _, k := range Keys() {
-		last := k.Name[strings.LastIndex(k.Name, ".")+1:]
-		if !strings.Contains(string(data), last+":") {
-			t.Errorf("config.yaml does not document %s", k.Name)
+		doc, ok := documented[k.Name]
+		switch {
+		case !ok:
+			t.Errorf("config.yaml does not set %s (by its full path)", k.Name)
+		case !doc:
+			t.Errorf("config.yaml sets %s with no comment documenting it", k.Name)
 		}
 	}
+	for name := range documented {
+		if _, ok := lookupKey(name); !ok {
+			t.Errorf("config.yaml sets %s, which is no key", name)
+		}
+	}
+}
+
+// documentedKeys walks a YAML document and returns every scalar or list
+// key by its full dotted path, true when a comment documents it: its own
+// comment, or that of the key just above it in a run of keys with no blank
+// line between them (one comment may document a group of keys).
+func documentedKeys(t *testing.T, data []byte) map[string]bool {
+	t.Helper()
+	var doc yaml.Node
+	if err := yaml.Unmarshal(data, &doc); err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]bool{}
+	var walk func(prefix string, m *yaml.Node)
+	walk = func(prefix string, m *yaml.Node) {
+		prevDoc, prevLine := false, -1
+		for i := 0; i+1 < len(m.Content); i += 2 {
+			k, v := m.Content[i], m.Content[i+1]
+			name := prefix + k.Value
+			if v.Kind == yaml.MappingNode {
+				walk(name+".", v)
+				prevDoc, prevLine = false, -1
+				continue
+			}
+			documented := k.HeadComment != "" || k.LineComment != "" || (prevDoc && k.Line == prevLine+1)
+			out[name] = documented
+			prevDoc, prevLine = documented, k.Line
+		}
+	}
+	if len(doc.Content) == 1 && doc.Content[0].Kind == yaml.MappingNode {
+		walk("", doc.Content[0])
+	}
+	return out
 }
 
 func FuzzParse(f *testing.F) {

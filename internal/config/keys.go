@@ -1,13 +1,13 @@
 package config
 
-// Key is one configuration key with its default and its documentation.
-type Key struct {
-	Name    string
-	Default any // string, bool, int or []string
-	Usage   string
-}
+import (
+	"log/slog"
+	"time"
+)
 
-// The keys, in the order config.yaml documents them.
+// The keys' names, in the order config.yaml documents them. A name is
+// declared here once and bound to its Config field, default, rule and
+// documentation by one row of [declarations].
 const (
 	KeyReplicaID        = "replica_id"
 	KeyStoreURL         = "store.url"
@@ -32,6 +32,10 @@ const (
 	KeyMaxRefs          = "engine.max_refs"
 	KeySQLiteDir        = "datasource.sqlite_dir"
 	KeyMaxConns         = "datasource.max_conns"
+	KeyMaxTotalConns    = "datasource.max_total_conns"
+	KeyAllowLocal       = "datasource.allow_local"
+	KeyAllowHosts       = "connector.allow_hosts"
+	KeyDenyHosts        = "connector.deny_hosts"
 	KeyMaxSpecBytes     = "connector.max_spec_bytes"
 	KeyLogLevel         = "log.level"
 	KeyLogFormat        = "log.format"
@@ -41,6 +45,9 @@ const (
 	KeyReplicaBusURL    = "replica.bus.url"
 	KeyReplicaBusPrefix = "replica.bus.prefix"
 	KeyReplicaOrigin    = "replica.origin"
+
+	KeyGuardMaxEvictions = "guard.max_evictions"
+	KeyGuardWindow       = "guard.window"
 )
 
 // DefaultStoreURL is the embedded SQLite store used when none is configured.
@@ -49,48 +56,101 @@ const DefaultStoreURL = "sqlite://./demo/reconciler.db"
 // DefaultStatusListen is the loopback address of the status API.
 const DefaultStatusListen = "127.0.0.1:9477"
 
-// Keys lists every configuration key with its default.
-func Keys() []Key {
-	return []Key{
-		{KeyReplicaID, "", "replica identity in heartbeats and drift reports (default: the host name)"},
-		{KeyStoreURL, DefaultStoreURL, "the shared store: sqlite://PATH or postgres://USER@HOST:PORT/DB"},
-		{KeyStoreReadURL, "", "a hot standby of store.url (postgres://…) that polls and relists read; writes and the stall check stay on store.url (empty: read store.url)"},
-		{KeyPollInterval, "1s", "how often the journal is polled (at least 50ms)"},
-		{KeyPollJitter, "100ms", "polls come up to this much early, at random, so replicas spread out (never later than poll.interval)"},
-		{KeyResyncInterval, "10m", "anti-entropy full relist interval (0 disables; otherwise at least 1s)"},
-		{KeyHintListen, true, "LISTEN for change hints on PostgreSQL (only cuts latency)"},
-		{KeyApplyConcurrency, 4, "materializations run at once (at least 1)"},
-		{KeyApplyTimeout, "30s", "time limit of one materialization"},
-		{KeyJournalRetention, "24h", "journal entries older than this are pruned (at least 1m)"},
-		{KeyDriftSchedule, "@every 15m", "cron spec of drift reports (5 fields, optional seconds, or @every 15m); empty disables"},
-		{KeyDriftDir, "./drift", "directory drift reports are written to"},
-		{KeyStatusListen, DefaultStatusListen, "address of the status API (HOST:PORT); a non-loopback address needs status.token_env"},
-		{KeyStatusTokenEnv, "", "name of the environment variable holding the status API bearer token (empty: no token)"},
-		{KeyWebhookURL, "", "URL told about every pass that changed something (empty: off)"},
-		{KeyWebhookSecretEnv, "", "name of the environment variable holding the webhook HMAC secret"},
-		{KeyExecCommand, []string{}, "command (argv) run with the change set on stdin after every pass that changed something"},
-		{KeySecretsKeyEnv, "OS_SECRET_KEY", "name of the environment variable holding the platform's secret key (64 hex characters or base64 of 32 bytes), to decrypt sys_secret rows"},
-		{KeyCodeObjects, []string{}, "object names the platform defines in code: references to them resolve without a row (names beginning with sys_ always do)"},
-		{KeyMaxBodyBytes, 1 << 20, "largest metadata body accepted, in bytes; a larger one is held naming this cap"},
-		{KeyMaxRefs, 10000, "most distinct references one metadata item may make; more is held naming this cap"},
-		{KeySQLiteDir, "", "directory SQLite datasources may open files in (empty: SQLite datasources are held)"},
-		{KeyMaxConns, 50, "cap of a datasource's pool.maxConns and pool.minConns; a record above it is held naming this cap"},
-		{KeyMaxSpecBytes, 8 << 20, "most bytes read of a connector's upstream answer (its OpenAPI document, a probe's answer); a larger one is held naming this cap"},
-		{KeyLogLevel, "info", "debug, info, warn or error"},
-		{KeyLogFormat, "text", "text or json"},
-		{KeyReplicaURL, "", "HTTP base URL of the ObjectStack replica this sidecar drives through its lanes (empty: no replica driving)"},
-		{KeyReplicaTokenEnv, "", "name of the environment variable holding the replica's API key or session token (sent as a bearer token)"},
-		{KeyReplicaBusURL, "", "the platform's Redis bus: redis://HOST:PORT (required with replica.url)"},
-		{KeyReplicaBusPrefix, "os:", "the platform's bus key prefix (lanes are PUBLISHed on <prefix>ps:<channel>)"},
-		{KeyReplicaOrigin, "", "originNode of the lane messages (default: reconciler:<replica_id>)"},
-	}
-}
+// Floors of the intervals that, set tiny, would keep a core busy.
+const (
+	// MinPollInterval is the shortest poll.interval: every poll is a
+	// query, and a heartbeat is written every five polls.
+	MinPollInterval = 50 * time.Millisecond
+	// MinResyncInterval is the shortest resync.interval other than 0.
+	MinResyncInterval = time.Second
+	// MinJournalRetention is the shortest journal.retention: pruning
+	// entries younger than a few polls would expire the replicas' cursors
+	// and make every one of them relist the whole store, again and again.
+	MinJournalRetention = time.Minute
+)
 
-func lookupKey(name string) (Key, bool) {
-	for _, k := range Keys() {
-		if k.Name == name {
-			return k, true
-		}
+// declarations is the one list of keys: each row names the key, binds its
+// Config field (whose Go type picks the decoding: string, bool, int,
+// time.Duration, []string, slog.Level), gives its default and its usage
+// line, and the rules its value must meet. Flags, environment variables,
+// decoding, validation, [Changed] and the documentation test all come from
+// it. A rule that needs other keys' values is a [decl.then] step; steps run
+// after every key is decoded, in this order.
+func declarations() []decl {
+	return []decl{
+		bind(KeyReplicaID, "", "replica identity in heartbeats and drift reports (default: the host name)",
+			func(c *Config) *string { return &c.ReplicaID }).then(defaultReplicaID),
+		bind(KeyStoreURL, DefaultStoreURL, "the shared store: sqlite://PATH or postgres://USER@HOST:PORT/DB",
+			func(c *Config) *string { return &c.StoreURL }, checkStoreURL),
+		bind(KeyStoreReadURL, "", "a hot standby of store.url (postgres://…) that polls and relists read; writes and the stall check stay on store.url (empty: read store.url)",
+			func(c *Config) *string { return &c.StoreReadURL }).then(func(c *Config) error { return checkStoreReadURL(c.StoreReadURL, c.StoreURL) }),
+		bind(KeyPollInterval, "1s", "how often the journal is polled (at least 50ms)",
+			func(c *Config) *time.Duration { return &c.PollInterval }, atLeast(MinPollInterval)),
+		bind(KeyPollJitter, "100ms", "polls come up to this much early, at random, so replicas spread out (never later than poll.interval)",
+			func(c *Config) *time.Duration { return &c.PollJitter }, atLeast(0)),
+		bind(KeyResyncInterval, "10m", "anti-entropy full relist interval (0 disables; otherwise at least 1s)",
+			func(c *Config) *time.Duration { return &c.ResyncInterval }, atLeast(0), offOrAtLeast(MinResyncInterval, "each resync relists the whole store")),
+		bind(KeyHintListen, true, "LISTEN for change hints on PostgreSQL (only cuts latency)",
+			func(c *Config) *bool { return &c.HintListen }),
+		bind(KeyApplyConcurrency, 4, "materializations run at once (at least 1)",
+			func(c *Config) *int { return &c.ApplyConcurrency }, minInt(1)),
+		bind(KeyApplyTimeout, "30s", "time limit of one materialization",
+			func(c *Config) *time.Duration { return &c.ApplyTimeout }, positive),
+		bind(KeyJournalRetention, "24h", "journal entries older than this are pruned (at least 1m)",
+			func(c *Config) *time.Duration { return &c.JournalRetention }, atLeast(MinJournalRetention)),
+		bind(KeyDriftSchedule, "@every 15m", "cron spec of drift reports (5 fields, optional seconds, or @every 15m); empty disables",
+			func(c *Config) *string { return &c.DriftSchedule }, checkSchedule),
+		bind(KeyDriftDir, "./drift", "directory drift reports are written to",
+			func(c *Config) *string { return &c.DriftDir }, notEmpty),
+		bind(KeyStatusListen, DefaultStatusListen, "address of the status API (HOST:PORT); a non-loopback address needs status.token_env",
+			func(c *Config) *string { return &c.StatusListen }, checkListen).then(listenNeedsToken),
+		bind(KeyStatusTokenEnv, "", "name of the environment variable holding the status API bearer token (empty: no token)",
+			func(c *Config) *string { return &c.StatusTokenEnv }, checkEnvName),
+		bind(KeyWebhookURL, "", "URL told about every pass that changed something (empty: off)",
+			func(c *Config) *string { return &c.WebhookURL }, optionalHTTPURL),
+		bind(KeyWebhookSecretEnv, "", "name of the environment variable holding the webhook HMAC secret",
+			func(c *Config) *string { return &c.WebhookSecretEnv }, checkEnvName),
+		bind(KeyExecCommand, []string{}, "command (argv) run with the change set on stdin after every pass that changed something",
+			func(c *Config) *[]string { return &c.ExecCommand }),
+		bind(KeySecretsKeyEnv, "OS_SECRET_KEY", "name of the environment variable holding the platform's secret key (64 hex characters or base64 of 32 bytes), to decrypt sys_secret rows",
+			func(c *Config) *string { return &c.SecretsKeyEnv }, checkEnvName),
+		bind(KeyCodeObjects, []string{}, "object names the platform defines in code: references to them resolve without a row (names beginning with sys_ always do)",
+			func(c *Config) *[]string { return &c.CodeObjects }),
+		bind(KeyMaxBodyBytes, 1<<20, "largest metadata body accepted, in bytes; a larger one is held naming this cap",
+			func(c *Config) *int { return &c.MaxBodyBytes }, minInt(1024)),
+		bind(KeyMaxRefs, 10000, "most distinct references one metadata item may make; more is held naming this cap",
+			func(c *Config) *int { return &c.MaxRefs }, minInt(1)),
+		bind(KeySQLiteDir, "", "directory SQLite datasources may open files in (empty: SQLite datasources are held)",
+			func(c *Config) *string { return &c.SQLiteDir }),
+		bind(KeyMaxConns, 50, "cap of a datasource's pool.maxConns and pool.minConns; a record above it is held naming this cap",
+			func(c *Config) *int { return &c.MaxConns }, minInt(1)),
+		bind(KeyMaxTotalConns, 16, "open connections all datasource pools of this sidecar share: a pool's min shrinks to fit; a datasource that gets none is held naming this budget",
+			func(c *Config) *int { return &c.MaxTotalConns }, minInt(1)),
+		bind(KeyAllowLocal, false, "let datasource rows reach local servers: a Unix socket as host, or a URL without a host (the driver's local defaults)",
+			func(c *Config) *bool { return &c.AllowLocal }),
+		bind(KeyAllowHosts, []string{}, "upstreams connector rows may name (host, host:port or CIDR); empty: any not denied",
+			func(c *Config) *[]string { return &c.AllowHosts }, hostEntries(KeyAllowHosts)),
+		bind(KeyDenyHosts, []string{}, "upstreams connector rows may not name (host, host:port or CIDR), besides link-local addresses, the status address and the store's and bus's host:port, always denied",
+			func(c *Config) *[]string { return &c.DenyHosts }, hostEntries(KeyDenyHosts)),
+		bind(KeyMaxSpecBytes, 8<<20, "most bytes read of a connector's upstream answer (its OpenAPI document, a probe's answer); a larger one is held naming this cap",
+			func(c *Config) *int { return &c.MaxSpecBytes }, minInt(1024)),
+		bind(KeyLogLevel, "info", "debug, info, warn or error",
+			func(c *Config) *slog.Level { return &c.LogLevel }),
+		bind(KeyLogFormat, "text", "text or json",
+			func(c *Config) *string { return &c.LogFormat }, oneOf("format", "text", "json")).then(lowerLogFormat),
+		bind(KeyReplicaURL, "", "HTTP base URL of the ObjectStack replica this sidecar drives through its lanes (empty: no replica driving)",
+			func(c *Config) *string { return &c.ReplicaURL }, optionalHTTPURL),
+		bind(KeyReplicaTokenEnv, "", "name of the environment variable holding the replica's API key or session token (sent as a bearer token)",
+			func(c *Config) *string { return &c.ReplicaTokenEnv }, checkEnvName),
+		bind(KeyReplicaBusURL, "", "the platform's Redis bus: redis://HOST:PORT (required with replica.url)",
+			func(c *Config) *string { return &c.ReplicaBusURL }, optionalRedisURL).then(busNeededByReplica),
+		bind(KeyReplicaBusPrefix, "os:", "the platform's bus key prefix (lanes are PUBLISHed on <prefix>ps:<channel>)",
+			func(c *Config) *string { return &c.ReplicaBusPrefix }, checkBusPrefix),
+		bind(KeyReplicaOrigin, "", "originNode of the lane messages (default: reconciler:<replica_id>)",
+			func(c *Config) *string { return &c.ReplicaOrigin }).then(defaultReplicaOrigin),
+		bind(KeyGuardMaxEvictions, "20%", "evictions of one kind allowed within guard.window: a count (10), a percentage of the kind's entries (20%, never fewer than 10) or off; more are guarded: the entries keep serving until their rows come back or `reconciler guard release`",
+			func(c *Config) *string { return &c.GuardMaxEvictions }, checkMaxEvictions),
+		bind(KeyGuardWindow, "60s", "sliding window the eviction guard counts evictions over, so that a mass deletion spread over several polls counts as one (at least 1s)",
+			func(c *Config) *time.Duration { return &c.GuardWindow }, atLeast(time.Second)),
 	}
-	return Key{}, false
 }

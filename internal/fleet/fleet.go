@@ -20,12 +20,41 @@ type Row struct {
 	// Lagging: behind the head with a cursor older than 2 heartbeat
 	// intervals (and not stopped).
 	Lagging bool `json:"lagging"`
+	// Duplicate: another live process wrote this replica id's heartbeat
+	// within 3 heartbeat intervals (Clash names it): two sidecars share
+	// the id and overwrite each other's row.
+	Duplicate bool `json:"duplicate"`
+	// Gone: stopped longer than GoneStopped ago, or silent for longer than
+	// GoneSilent; Visible leaves it out.
+	Gone bool `json:"gone"`
 }
 
 // View is the whole fleet, sorted by replica id.
 type View struct {
 	Head     snapshot.Watermark `json:"head"`
 	Replicas []Row              `json:"replicas"`
+	// Hidden counts the gone replicas Visible left out.
+	Hidden int `json:"hidden,omitempty"`
+}
+
+// How long a replica stays listed after it stopped (its last heartbeat
+// said so) or went silent without saying so (a crash, a deleted pod).
+const (
+	GoneStopped = time.Hour
+	GoneSilent  = 24 * time.Hour
+)
+
+// Visible returns v without its gone replicas, counted in Hidden.
+func (v View) Visible() View {
+	out := View{Head: v.Head, Replicas: make([]Row, 0, len(v.Replicas)), Hidden: v.Hidden}
+	for _, r := range v.Replicas {
+		if r.Gone {
+			out.Hidden++
+			continue
+		}
+		out.Replicas = append(out.Replicas, r)
+	}
+	return out
 }
 
 // Build judges each heartbeat row against the store's head; beat is how
@@ -46,10 +75,13 @@ func Build(head snapshot.Watermark, reps []snapshot.Replica, beat time.Duration,
 			}
 			row.States[state] += n
 		}
+		silent := now.Sub(r.HeartbeatAt)
 		if !r.Stopped {
-			row.Stale = now.Sub(r.HeartbeatAt) > 3*beat
+			row.Stale = silent > 3*beat
 			row.Lagging = row.BehindEntries > 0 && row.LagSeconds > (2*beat).Seconds()
+			row.Duplicate = r.Clash != "" && now.Sub(r.ClashAt) <= 3*beat
 		}
+		row.Gone = (r.Stopped && silent > GoneStopped) || silent > GoneSilent
 		view.Replicas = append(view.Replicas, row)
 	}
 	sort.Slice(view.Replicas, func(i, j int) bool { return view.Replicas[i].ReplicaID < view.Replicas[j].ReplicaID })

@@ -18,7 +18,11 @@ func TestBuild(t *testing.T) {
 		{ReplicaID: "stale", HeartbeatAt: now.Add(-time.Minute), CursorSeq: 100, CursorAt: now.Add(-time.Minute)},
 		{ReplicaID: "lagging", HeartbeatAt: now.Add(-time.Second), CursorSeq: 90, CursorAt: now.Add(-30 * time.Second)},
 		{ReplicaID: "behind-recent", HeartbeatAt: now.Add(-time.Second), CursorSeq: 99, CursorAt: now.Add(-3 * time.Second)},
-		{ReplicaID: "gone", HeartbeatAt: now.Add(-time.Hour), CursorSeq: 1, CursorAt: now.Add(-time.Hour), Stopped: true},
+		{ReplicaID: "gone", HeartbeatAt: now.Add(-2 * time.Hour), CursorSeq: 1, CursorAt: now.Add(-time.Hour), Stopped: true},
+		{ReplicaID: "just-stopped", HeartbeatAt: now.Add(-time.Minute), CursorSeq: 100, Stopped: true},
+		{ReplicaID: "silent", HeartbeatAt: now.Add(-25 * time.Hour), CursorSeq: 100},
+		{ReplicaID: "shared", HeartbeatAt: now.Add(-time.Second), CursorSeq: 100, Clash: "h2 pid 7", ClashAt: now.Add(-10 * time.Second)},
+		{ReplicaID: "shared-once", HeartbeatAt: now.Add(-time.Second), CursorSeq: 100, Clash: "h2 pid 7", ClashAt: now.Add(-time.Hour)},
 	}
 	v := Build(head, reps, beat, now)
 	got := map[string]Row{}
@@ -29,16 +33,32 @@ func TestBuild(t *testing.T) {
 		id             string
 		stale, lagging bool
 		behind         int64
+		duplicate      bool
+		gone           bool
 	}{
-		{"fresh", false, false, 0},
-		{"stale", true, false, 0},
-		{"lagging", false, true, 10},
-		{"behind-recent", false, false, 1},
-		{"gone", false, false, 99},
+		{"fresh", false, false, 0, false, false},
+		{"stale", true, false, 0, false, false},
+		{"lagging", false, true, 10, false, false},
+		{"behind-recent", false, false, 1, false, false},
+		{"gone", false, false, 99, false, true},
+		{"just-stopped", false, false, 0, false, false},
+		{"silent", true, false, 0, false, true},
+		{"shared", false, false, 0, true, false},
+		{"shared-once", false, false, 0, false, false},
 	} {
 		r := got[tc.id]
-		if r.Stale != tc.stale || r.Lagging != tc.lagging || r.BehindEntries != tc.behind {
-			t.Errorf("%s: stale %v lagging %v behind %d, want %v %v %d", tc.id, r.Stale, r.Lagging, r.BehindEntries, tc.stale, tc.lagging, tc.behind)
+		if r.Stale != tc.stale || r.Lagging != tc.lagging || r.BehindEntries != tc.behind || r.Duplicate != tc.duplicate || r.Gone != tc.gone {
+			t.Errorf("%s: stale %v lagging %v behind %d duplicate %v gone %v, want %v %v %d %v %v", tc.id, r.Stale, r.Lagging, r.BehindEntries,
+				r.Duplicate, r.Gone, tc.stale, tc.lagging, tc.behind, tc.duplicate, tc.gone)
+		}
+	}
+	vis := v.Visible()
+	if vis.Hidden != 2 || len(vis.Replicas) != len(v.Replicas)-2 {
+		t.Errorf("visible: %d rows, %d hidden", len(vis.Replicas), vis.Hidden)
+	}
+	for _, r := range vis.Replicas {
+		if r.Gone {
+			t.Errorf("visible lists gone %s", r.ReplicaID)
 		}
 	}
 	if s := got["fresh"].States; s["ready"] != 5 || s["held"] != 1 {
