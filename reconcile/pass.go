@@ -108,6 +108,7 @@ func (r *Reconciler) buildModel(all snapshot.Rows, parsed []*node) *model {
 // pass runs one pass. It returns an error only when the store failed; the
 // cursor then stays where it was.
 func (r *Reconciler) pass(ctx context.Context, trig Trigger, relist bool) error {
+	r.land(ctx)
 	start := time.Now()
 	res := PassResult{Trigger: trig, At: start, Relist: relist}
 	var err error

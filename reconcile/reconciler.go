@@ -32,6 +32,7 @@ const (
 	flagTrigger
 	flagResync
 	flagRetry
+	flagLate // a materialization that outlasted its pass returned (late.go)
 )
 
 // Reconciler runs the loop over one store. Create it with New; call Run once.
@@ -55,6 +56,9 @@ type Reconciler struct {
 	relistReason Trigger // non-empty: the next pass must relist
 	retries      map[registry.Ref]time.Time
 	waits        map[registry.Ref]<-chan struct{} // held until a shared resource frees (HeldUntil)
+	flights      []*flight                        // batches outlasting their pass (late.go)
+	inflight     map[registry.Ref]bool            // entries of those batches not landed yet
+	redo         map[registry.Ref]bool            // in flight and changed meanwhile
 	lastStall    time.Time
 	bulk         bool // the apply in flight is large: routine per-entry lines go to debug
 
@@ -126,6 +130,8 @@ func New(src Source, opts Options) *Reconciler {
 		model:        newModel(opts.CodeObjects, 0),
 		retries:      make(map[registry.Ref]time.Time),
 		waits:        make(map[registry.Ref]<-chan struct{}),
+		inflight:     make(map[registry.Ref]bool),
+		redo:         make(map[registry.Ref]bool),
 		relistReason: TriggerStart,
 		abandoned:    newAbandoned(metrics.Abandoned),
 		guard:        newGuardState(opts.Guard),
@@ -243,7 +249,11 @@ func (r *Reconciler) Run(ctx context.Context) error {
 	defer func() {
 		abandon()
 		<-watched
-		r.shutdown(r.opts.StopTimeout - drain)
+		budget := r.opts.StopTimeout - drain
+		fctx, cancel := context.WithTimeout(context.Background(), budget/4)
+		r.dropFlights(fctx)
+		cancel()
+		r.shutdown(budget - budget/4)
 	}()
 
 	timer := time.NewTimer(0)
@@ -262,6 +272,9 @@ func (r *Reconciler) Run(ctx context.Context) error {
 		}
 		now = time.Now()
 		flags := r.flags.Swap(0)
+		if flags&flagLate != 0 {
+			r.land(passCtx)
+		}
 		trig, relist := r.decide(now, flags, nextPoll, nextResync)
 		if trig == "" {
 			r.resetTimer(timer, r.nextDue(nextPoll, nextResync, storeFailures > 0))
