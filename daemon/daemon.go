@@ -19,6 +19,7 @@ import (
 	"github.com/objectstack-fleet/reconciler/drivers/replica"
 	"github.com/objectstack-fleet/reconciler/internal/backoff"
 	"github.com/objectstack-fleet/reconciler/internal/config"
+	"github.com/objectstack-fleet/reconciler/internal/redact"
 	"github.com/objectstack-fleet/reconciler/reconcile"
 	"github.com/objectstack-fleet/reconciler/snapshot"
 )
@@ -232,6 +233,10 @@ func (d *Daemon) Run(ctx context.Context) error {
 		defer closeBus()
 	}
 	notifier, notifyRunners = withReplica(notifier, notifyRunners, drv)
+	mats, err := materializers(cfg, log)
+	if err != nil {
+		return err
+	}
 	hb := &heartbeater{store: store, version: d.opts.Version, log: log, every: HeartbeatInterval(cfg.PollInterval), wake: make(chan struct{}, 1)}
 	rec := reconcile.New(store, reconcile.Options{
 		ReplicaID:        cfg.ReplicaID,
@@ -241,7 +246,7 @@ func (d *Daemon) Run(ctx context.Context) error {
 		ApplyConcurrency: cfg.ApplyConcurrency,
 		ApplyTimeout:     cfg.ApplyTimeout,
 		StopTimeout:      loopStopTimeout,
-		Materializers:    materializers(cfg, log),
+		Materializers:    mats,
 		Secrets:          secrets,
 		CodeObjects:      cfg.CodeObjects,
 		Limits:           limits(cfg),
@@ -251,6 +256,7 @@ func (d *Daemon) Run(ctx context.Context) error {
 		Logger:           log,
 		OnPass:           hb.onPass,
 		ReplicaDrift:     replicaView{drv}.ReplicaDrift,
+		Guard:            guardOptions(cfg, store),
 	})
 	hb.status = rec
 	ops := newOpsMetrics(reg, d.opts.Version, rec.Status)
@@ -266,11 +272,13 @@ func (d *Daemon) Run(ctx context.Context) error {
 		Gatherer:   reg,
 		WriteDrift: drift.write,
 		Version:    d.opts.Version,
-		Store:      snapshot.RedactURL(cfg.StoreURL),
+		Store:      redact.URL(cfg.StoreURL),
 		Replica:    replicaView{drv},
 		Fleet:      fleetReader(store, cfg.PollInterval),
+		Guard:      rec,
 		Warnings:   hb.warnings,
 		Logger:     log,
+		Control:    rec,
 	}))
 	if err != nil {
 		return fmt.Errorf("%s: %w", config.KeyStatusListen, err)
@@ -311,8 +319,8 @@ func (d *Daemon) Run(ctx context.Context) error {
 
 	log.Info("reconciler started",
 		slog.String("replica", cfg.ReplicaID),
-		slog.String("store", snapshot.RedactURL(cfg.StoreURL)),
-		slog.String("read", snapshot.RedactURL(cfg.StoreReadURL)),
+		slog.String("store", redact.URL(cfg.StoreURL)),
+		slog.String("read", redact.URL(cfg.StoreReadURL)),
 		slog.String("status", srv.Addr()),
 		slog.String("version", d.opts.Version),
 		slog.Duration("poll_interval", cfg.PollInterval))

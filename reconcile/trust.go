@@ -203,7 +203,9 @@ func (r *Reconciler) settleOwners(ctx context.Context, keys map[string]bool) ([]
 			changed = append(changed, c.key)
 		}
 	}
+	r.modelMu.Lock() // Explain reads the model on other goroutines
 	m.owners = owners
+	r.modelMu.Unlock()
 	r.mu.Lock()
 	r.ownersView = owners // replaced, never changed: readers share it
 	r.mu.Unlock()
@@ -214,7 +216,10 @@ func (r *Reconciler) settleOwners(ctx context.Context, keys map[string]bool) ([]
 // store is the truth, another sidecar may have bound a ref meanwhile).
 func (r *Reconciler) loadOwners(ctx context.Context) error {
 	if r.owners == nil {
-		r.model.owners = r.ownersSnapshot()
+		snap := r.ownersSnapshot()
+		r.modelMu.Lock()
+		r.model.owners = snap
+		r.modelMu.Unlock()
 		return nil
 	}
 	got, err := r.owners.CredentialOwners(ctx)
@@ -225,7 +230,9 @@ func (r *Reconciler) loadOwners(ctx context.Context) error {
 	for ref, org := range got {
 		owners[registry.CredentialKey(ref)] = org
 	}
+	r.modelMu.Lock()
 	r.model.owners = owners
+	r.modelMu.Unlock()
 	r.mu.Lock()
 	r.ownersView = owners
 	r.mu.Unlock()

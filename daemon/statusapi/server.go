@@ -54,9 +54,29 @@ type Options struct {
 	Replica Replica
 	// Fleet, if set, reads the fleet's heartbeats for the status page.
 	Fleet func(ctx context.Context) (fleet.View, error)
+	// Control, if set, serves GET /v1/item, POST /v1/item/retry and
+	// /v1/items?root_causes=true.
+	Control Control
 	// Warnings, if set, returns what /v1/status warns about beside the
 	// loop's state (a replica id shared with another process).
 	Warnings func() []string
+	// Guard, if set, serves GET /v1/guard and POST /v1/guard/release
+	// (*reconcile.Reconciler is one).
+	Guard Guard
+}
+
+// Guard is the eviction guard as the API sees it.
+type Guard interface {
+	Guard() reconcile.GuardStatus
+	ReleaseGuard()
+}
+
+// Released is the JSON of POST /v1/guard/release.
+type Released struct {
+	Requested string `json:"requested"` // "release"
+	// Held is the number of guarded evictions the release covers: they
+	// are applied at the daemon's next pass.
+	Held int `json:"held"`
 }
 
 // Replica is what the API shows of the replica beside the sidecar.
@@ -121,10 +141,16 @@ func NewHandler(o Options) *Handler {
 	mux.Handle("GET /metrics", h.auth(h.metrics()))
 	mux.Handle("GET /v1/status", h.auth(http.HandlerFunc(h.status)))
 	mux.Handle("GET /v1/items", h.auth(http.HandlerFunc(h.items)))
+	mux.Handle("GET /v1/item", h.auth(http.HandlerFunc(h.item)))
+	mux.Handle("POST /v1/item/retry", h.auth(h.mutating(h.retry)))
 	mux.Handle("POST /v1/reconcile", h.auth(h.mutating(h.reconcile)))
 	mux.Handle("POST /v1/resync", h.auth(h.mutating(h.resync)))
 	mux.Handle("GET /v1/drift", h.auth(http.HandlerFunc(h.getDrift)))
 	mux.Handle("POST /v1/drift", h.auth(h.mutating(h.writeDrift)))
+	if o.Guard != nil {
+		mux.Handle("GET /v1/guard", h.auth(http.HandlerFunc(h.guard)))
+		mux.Handle("POST /v1/guard/release", h.auth(h.mutating(h.releaseGuard)))
+	}
 	h.next = h.recover(h.checkHost(mux))
 	return h
 }
@@ -267,41 +293,51 @@ func (h *Handler) status(w http.ResponseWriter, _ *http.Request) {
 	writeJSON(w, http.StatusOK, body)
 }
 
+// items serves GET /v1/items: the entries the filters select, in kind
+// (apply) order then key, a page at a time with limit (a full page links
+// the next one: Link rel="next", after=KIND/KEY of its last item); or,
+// with root_causes=true, the held entries collapsed onto what holds them.
 func (h *Handler) items(w http.ResponseWriter, r *http.Request) {
 	q, err := url.ParseQuery(r.URL.RawQuery)
 	if err != nil {
 		writeError(w, http.StatusBadRequest, "malformed query string")
 		return
 	}
-	for name := range q {
-		if name != "kind" && name != "state" {
-			writeError(w, http.StatusBadRequest, fmt.Sprintf("unknown parameter %q (want kind, state)", name))
+	rq, keep, rootCauses, err := parseItemsQuery(q, h.replicaStateFunc())
+	if err != nil {
+		writeError(w, http.StatusBadRequest, err.Error())
+		return
+	}
+	if rootCauses {
+		if h.o.Control == nil {
+			writeError(w, http.StatusNotFound, "root causes are not enabled")
 			return
 		}
+		writeJSON(w, http.StatusOK, h.o.Control.RootCauses())
+		return
 	}
-	var kind registry.Kind
-	var state registry.State
-	if s := q.Get("kind"); s != "" {
-		if kind, err = registry.ParseKind(s); err != nil {
-			writeError(w, http.StatusBadRequest, err.Error())
-			return
-		}
-	}
-	if s := q.Get("state"); s != "" {
-		if state, err = registry.ParseState(s); err != nil {
-			writeError(w, http.StatusBadRequest, err.Error())
-			return
-		}
-	}
-	entries := h.o.Backend.Registries().List(kind, state)
+	entries := selectPage(h.o.Backend.Registries(), rq, keep)
 	items := make([]Item, len(entries))
 	for i, e := range entries {
-		items[i] = Item{Entry: e}
-		if h.o.Replica != nil {
-			items[i].Replica = h.o.Replica.ItemReplica(e.Kind, e.Key)
-		}
+		items[i] = h.listItem(e)
+	}
+	if rq.Limit > 0 && len(entries) == rq.Limit {
+		w.Header().Set("Link", nextLink(r, entries[len(entries)-1]))
 	}
 	writeJSON(w, http.StatusOK, items)
+}
+
+func (h *Handler) guard(w http.ResponseWriter, _ *http.Request) {
+	writeJSON(w, http.StatusOK, h.o.Guard.Guard())
+}
+
+// releaseGuard releases this sidecar's guarded evictions (the fleet's
+// release is `reconciler guard release --store.url`).
+func (h *Handler) releaseGuard(w http.ResponseWriter, r *http.Request) {
+	held := h.o.Guard.Guard().Held
+	h.o.Guard.ReleaseGuard()
+	h.o.Logger.WarnContext(r.Context(), "guard release asked through the API", slog.Int("held", held))
+	writeJSON(w, http.StatusAccepted, Released{Requested: "release", Held: held})
 }
 
 func (h *Handler) reconcile(w http.ResponseWriter, _ *http.Request) {

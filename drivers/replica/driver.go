@@ -86,6 +86,9 @@ type Options struct {
 	// storage of an unservable object through its own save route, one
 	// sidecar of the fleet at a time (a lease in the store), once per body.
 	Repair RepairStore
+	// Shadow (replica.mode: shadow): probe and report, publish nothing;
+	// an entry the Driver would publish for is in state would-publish.
+	Shadow bool
 	// Metrics (nil: none).
 	Metrics *Metrics
 	// Logger (nil: discard).
@@ -227,7 +230,7 @@ func (d *Driver) Notify(cs reconcile.ChangeSet) {
 
 func (d *Driver) noteLocked(c reconcile.Change, now time.Time) {
 	ref := registry.Ref{Kind: c.Kind, Key: c.Key}
-	parts, err := parseKey(c.Kind, c.Key)
+	parts, err := registry.ParseKey(c.Kind, c.Key)
 	if err != nil {
 		d.log.Warn("replica: entry not driven", slog.String("kind", string(c.Kind)), slog.String("key", c.Key), slog.String("error", err.Error()))
 		return
@@ -277,7 +280,7 @@ func (d *Driver) jitterLocked(time.Time) time.Duration {
 
 // classify says how the replica shows an entry's state. Org-scoped items
 // never enter the replica's shared registry, so they are not probed.
-func classify(k registry.Kind, p keyParts) class {
+func classify(k registry.Kind, p registry.KeyParts) class {
 	switch k {
 	case registry.KindDatasource:
 		if p.Org == "" {
@@ -494,14 +497,14 @@ func (d *Driver) decide(ctx context.Context, p plan) outcome {
 	case classBlind:
 		v = unobservable
 	case classFlow, classPermission:
-		if !p.published {
+		if !p.published && !d.opts.Shadow {
 			// The lane does not update these on 17.4, but it is the
 			// platform's message for the change: send it once, then look.
 			return d.publishOnce(ctx, p, out, now, registry.ReplicaPending)
 		}
 		v, detail, err = d.check(ctx, p)
 	default:
-		if p.tellFirst && !p.published {
+		if p.tellFirst && !p.published && !d.opts.Shadow {
 			return d.publishOnce(ctx, p, out, now, registry.ReplicaPending)
 		}
 		v, detail, err = d.check(ctx, p)
@@ -537,6 +540,9 @@ func (d *Driver) decide(ctx context.Context, p plan) outcome {
 		}
 		return d.publishOnce(ctx, p, out, now, registry.ReplicaUnverifiable)
 	}
+	if d.opts.Shadow {
+		return d.wouldPublish(out, now, true)
+	}
 	// lacks: unless a message naming the entry is already on its way,
 	// nudge, then look again after a while.
 	if last, ok := d.lastSeen(p); ok && !last.Before(p.coverFrom) && now.Before(last.Add(d.opts.Settle)) {
@@ -569,6 +575,9 @@ func (d *Driver) decide(ctx context.Context, p plan) outcome {
 // a message naming it was seen since the change; then the entry is in
 // state st (pending: looked at again after Settle).
 func (d *Driver) publishOnce(ctx context.Context, p plan, out outcome, now time.Time, st registry.ReplicaState) outcome {
+	if d.opts.Shadow {
+		return d.wouldPublish(out, now, false)
+	}
 	if last, ok := d.lastSeen(p); !ok || last.Before(p.coverFrom) {
 		if err := d.publish(ctx, p); err != nil {
 			return d.notPublished(out, now, err)
@@ -604,7 +613,7 @@ func (d *Driver) notPublished(out outcome, now time.Time, err error) outcome {
 // save through the platform that leaves the row as it is, changes no row
 // and so tells no one), and repaired if the Driver may.
 func (d *Driver) unservable(ctx context.Context, p plan, out outcome, now time.Time, detail string) outcome {
-	parts, _ := parseKey(p.ref.Kind, p.ref.Key)
+	parts, _ := registry.ParseKey(p.ref.Kind, p.ref.Key)
 	out.failures++
 	out.due = now.Add(d.bo.Delay(out.failures))
 	out.status = registry.ReplicaStatus{State: registry.ReplicaUnservable, Attempts: out.attempts, Error: detail, Remedy: UnservableRemedy(parts.Name)}
@@ -623,9 +632,23 @@ func (d *Driver) unservable(ctx context.Context, p plan, out outcome, now time.T
 	return out
 }
 
+// wouldPublish is a step's outcome in shadow mode where it would publish:
+// nothing is sent; the entry says would-publish and, if the replica shows
+// its state (probe), is looked at again with backoff (another sidecar or
+// the platform may bring it there).
+func (d *Driver) wouldPublish(out outcome, now time.Time, probe bool) outcome {
+	out.status = registry.ReplicaStatus{State: registry.ReplicaWouldPublish}
+	out.due = time.Time{}
+	if probe {
+		out.failures++
+		out.due = now.Add(d.bo.Delay(out.failures))
+	}
+	return out
+}
+
 // check probes the replica's state of the entry.
 func (d *Driver) check(ctx context.Context, p plan) (verdict, string, error) {
-	parts, err := parseKey(p.ref.Kind, p.ref.Key)
+	parts, err := registry.ParseKey(p.ref.Kind, p.ref.Key)
 	if err != nil {
 		return 0, "", err
 	}

@@ -15,8 +15,6 @@ import (
 	"github.com/spf13/cast"
 	"github.com/spf13/pflag"
 	"github.com/spf13/viper"
-
-	"github.com/objectstack-fleet/reconciler/internal/redact"
 )
 
 // DefaultFile is the file loaded when --config is not given and it exists.
@@ -52,6 +50,9 @@ type Config struct {
 	SQLiteDir        string
 	MaxConns         int
 	MaxTotalConns    int
+	AllowLocal       bool
+	AllowHosts       []string
+	DenyHosts        []string
 	MaxSpecBytes     int
 	LogLevel         slog.Level
 	LogFormat        string // "text" or "json"
@@ -63,6 +64,10 @@ type Config struct {
 	ReplicaOrigin    string
 	ReplicaRepair    string // "off" or "schema"
 	ReplicaMaxProbes int
+
+	ReplicaMode       string // "drive" or "shadow"
+	GuardMaxEvictions string // guard.max_evictions as written: see ParseMaxEvictions
+	GuardWindow       time.Duration
 
 	// File is the file the configuration was read from ("" for none).
 	File string
@@ -363,6 +368,3 @@ func nonEmpty(ss []string) []string {
 	}
 	return out
 }
-
-// RedactURL hides the secrets of a URL for logs and errors.
-func RedactURL(s string) string { return redact.URL(s) }
