@@ -11,15 +11,18 @@ import (
 
 // Options configure a Reconciler. Zero values take the documented defaults.
 type Options struct {
-	ReplicaID        string        // default: hostname
-	PollInterval     time.Duration // default 1s
-	PollJitter       time.Duration // polls come up to this much early (spread); default 10% of PollInterval, <0 none
-	ResyncInterval   time.Duration // anti-entropy relist; default 10m; <0 disables
-	ApplyConcurrency int           // default 4
-	ApplyTimeout     time.Duration // default 30s
-	StallAge         time.Duration // open transactions older than this are reported; default 5×PollInterval
-	RetryBase        time.Duration // first retry delay of a degraded entry; default 5s
-	RetryMax         time.Duration // retry delay cap; default 300s
+	ReplicaID      string        // default: hostname
+	PollInterval   time.Duration // default 1s
+	PollJitter     time.Duration // polls come up to this much early (spread); default 10% of PollInterval, <0 none
+	ResyncInterval time.Duration // anti-entropy relist; default 10m; <0 disables
+	// RevalidateInterval is how often ready connectors and datasources
+	// are checked again (revalidate.go); default 10m; <0 disables.
+	RevalidateInterval time.Duration
+	ApplyConcurrency   int           // default 4
+	ApplyTimeout       time.Duration // default 30s
+	StallAge           time.Duration // open transactions older than this are reported; default 5×PollInterval
+	RetryBase          time.Duration // first retry delay of a degraded entry; default 5s
+	RetryMax           time.Duration // retry delay cap; default 300s
 	// StopTimeout bounds how long Run takes to return once its context
 	// ends, whatever a materializer does; default 3s.
 	StopTimeout time.Duration

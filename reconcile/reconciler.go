@@ -23,6 +23,7 @@ const (
 	DefaultRetryBase        = 5 * time.Second
 	DefaultRetryMax         = 300 * time.Second
 	DefaultStopTimeout      = 3 * time.Second
+	DefaultRevalidate       = 10 * time.Minute
 	maxStoreBackoff         = 30 * time.Second
 )
 
@@ -31,6 +32,7 @@ const (
 	flagTrigger
 	flagResync
 	flagRetry
+	flagRevalidated
 )
 
 // Reconciler runs the loop over one store. Create it with New; call Run once.
@@ -57,8 +59,9 @@ type Reconciler struct {
 	lastStall    time.Time
 	bulk         bool // the apply in flight is large: routine per-entry lines go to debug
 
-	abandoned *abandoned // calls the loop stopped waiting for
-	retryQ    retryQueue // retries asked for (Retry)
+	abandoned *abandoned    // calls the loop stopped waiting for
+	retryQ    retryQueue    // retries asked for (Retry)
+	revalQ    revalidations // failed revalidations for the loop to record
 
 	// owners records credential bindings (trust.go); nil: the model's only.
 	owners CredentialOwners
@@ -93,6 +96,9 @@ func New(src Source, opts Options) *Reconciler {
 	}
 	if opts.ResyncInterval == 0 {
 		opts.ResyncInterval = DefaultResyncInterval
+	}
+	if opts.RevalidateInterval == 0 {
+		opts.RevalidateInterval = DefaultRevalidate
 	}
 	orDefault(&opts.ApplyConcurrency, DefaultApplyConcurrency)
 	orDefault(&opts.ApplyTimeout, DefaultApplyTimeout)
@@ -238,6 +244,25 @@ func (r *Reconciler) Run(ctx context.Context) error {
 		<-watched
 		r.shutdown(r.opts.StopTimeout - drain)
 	}()
+	if r.opts.RevalidateInterval > 0 {
+		revalCtx, stopReval := context.WithCancel(ctx)
+		revalDone := make(chan struct{})
+		go func() {
+			defer close(revalDone)
+			r.revalidate(revalCtx)
+		}()
+		defer func() { // first of the deferred: before instances close
+			stopReval()
+			// Checks honour ctx; one that does not is not waited for
+			// past a fifth of the stop budget.
+			t := time.NewTimer(r.opts.StopTimeout / 5)
+			defer t.Stop()
+			select {
+			case <-revalDone:
+			case <-t.C:
+			}
+		}()
+	}
 
 	timer := time.NewTimer(0)
 	defer timer.Stop()
@@ -255,6 +280,9 @@ func (r *Reconciler) Run(ctx context.Context) error {
 		}
 		now = time.Now()
 		flags := r.flags.Swap(0)
+		if flags&flagRevalidated != 0 {
+			r.applyRevalidations(ctx)
+		}
 		trig, relist := r.decide(now, flags, nextPoll, nextResync)
 		if trig == "" {
 			r.resetTimer(timer, r.nextDue(nextPoll, nextResync, storeFailures > 0))
