@@ -232,6 +232,10 @@ func (d *Daemon) Run(ctx context.Context) error {
 		defer closeBus()
 	}
 	notifier, notifyRunners = withReplica(notifier, notifyRunners, drv)
+	mats, err := materializers(cfg, log)
+	if err != nil {
+		return err
+	}
 	hb := &heartbeater{store: store, version: d.opts.Version, log: log, every: HeartbeatInterval(cfg.PollInterval), wake: make(chan struct{}, 1)}
 	rec := reconcile.New(store, reconcile.Options{
 		ReplicaID:          cfg.ReplicaID,
@@ -242,7 +246,7 @@ func (d *Daemon) Run(ctx context.Context) error {
 		ApplyConcurrency:   cfg.ApplyConcurrency,
 		ApplyTimeout:       cfg.ApplyTimeout,
 		StopTimeout:        loopStopTimeout,
-		Materializers:      materializers(cfg, log),
+		Materializers:      mats,
 		Secrets:            secrets,
 		CodeObjects:        cfg.CodeObjects,
 		Limits:             limits(cfg),
@@ -252,6 +256,7 @@ func (d *Daemon) Run(ctx context.Context) error {
 		Logger:             log,
 		OnPass:             hb.onPass,
 		ReplicaDrift:       replicaView{drv}.ReplicaDrift,
+		Guard:              guardOptions(cfg, store),
 	})
 	hb.status = rec
 	ops := newOpsMetrics(reg, d.opts.Version, rec.Status)
@@ -270,6 +275,7 @@ func (d *Daemon) Run(ctx context.Context) error {
 		Store:      snapshot.RedactURL(cfg.StoreURL),
 		Replica:    replicaView{drv},
 		Fleet:      fleetReader(store, cfg.PollInterval),
+		Guard:      rec,
 		Warnings:   hb.warnings,
 		Logger:     log,
 		Control:    rec,

@@ -59,6 +59,9 @@ type Options struct {
 	// OnPass, if set, is called after every pass (from the loop goroutine;
 	// must not block for long).
 	OnPass func(PassResult)
+	// Guard configures the eviction guard (guard.max_evictions,
+	// guard.window); the zero value guards with the defaults.
+	Guard GuardOptions
 	// ReplicaDrift, if set, gives the replica part of drift reports (what
 	// the replica beside this sidecar does not serve yet).
 	ReplicaDrift func() *registry.ReplicaReport
@@ -108,6 +111,8 @@ type Status struct {
 	// Stall names open writing transactions holding back changes.
 	Stall  snapshot.Stall `json:"stall"`
 	Passes int64          `json:"passes"`
+	// Guard is the eviction guard: the evictions it keeps from happening.
+	Guard GuardStatus `json:"guard"`
 	// Abandoned counts the calls into materializers (Materialize past
 	// apply.timeout or cut at a stop, Close past its bound) that the loop
 	// stopped waiting for and that have not returned yet.
@@ -134,22 +139,27 @@ type DriftSummary struct {
 	Orphans            int `json:"orphans"`
 	Missing            int `json:"missing"`
 	ChecksumMismatches int `json:"checksum_mismatches"`
+	// Guarded counts the evictions the eviction guard holds back.
+	Guarded int `json:"guarded"`
 }
 
 // DriftReport says what differs between the desired rows and this
 // replica's registries. It never contains a secret.
 type DriftReport struct {
-	Replica            string         `json:"replica"`
-	At                 time.Time      `json:"at"`
-	Cursor             string         `json:"cursor"`
-	LagSeconds         float64        `json:"lag_seconds"`
-	Summary            DriftSummary   `json:"summary"`
-	NotReady           []DriftItem    `json:"not_ready"`
-	SignatureMismatch  []DriftItem    `json:"signature_mismatch"`
-	Orphans            []DriftItem    `json:"orphans"`
-	Missing            []DriftItem    `json:"missing"`
-	ChecksumMismatches []DriftItem    `json:"checksum_mismatches"`
-	Stall              snapshot.Stall `json:"stall"`
+	Replica            string       `json:"replica"`
+	At                 time.Time    `json:"at"`
+	Cursor             string       `json:"cursor"`
+	LagSeconds         float64      `json:"lag_seconds"`
+	Summary            DriftSummary `json:"summary"`
+	NotReady           []DriftItem  `json:"not_ready"`
+	SignatureMismatch  []DriftItem  `json:"signature_mismatch"`
+	Orphans            []DriftItem  `json:"orphans"`
+	Missing            []DriftItem  `json:"missing"`
+	ChecksumMismatches []DriftItem  `json:"checksum_mismatches"`
+	// Guarded are the entries whose rows are gone but that the eviction
+	// guard keeps serving.
+	Guarded []DriftItem    `json:"guarded"`
+	Stall   snapshot.Stall `json:"stall"`
 	// ReplicaSync is what the replica beside this sidecar does not serve
 	// as the rows say (absent when no replica is driven).
 	ReplicaSync *registry.ReplicaReport `json:"replica_sync,omitempty"`
@@ -158,5 +168,5 @@ type DriftReport struct {
 // Clean reports whether the report found no drift.
 func (d DriftReport) Clean() bool {
 	s := d.Summary
-	return s.NotReady+s.SignatureMismatch+s.Orphans+s.Missing+s.ChecksumMismatches == 0 && len(d.Stall.Blockers) == 0
+	return s.NotReady+s.SignatureMismatch+s.Orphans+s.Missing+s.ChecksumMismatches+s.Guarded == 0 && len(d.Stall.Blockers) == 0
 }

@@ -83,16 +83,21 @@ func (r *Reconciler) apply(ctx context.Context, refs []target, rows func(*node) 
 		}
 	})
 	kept := steps[:0]
+	guardCleared := false
 	for i := range steps {
 		st, p := steps[i], &priors[i]
 		if st.node == nil {
-			if p.had {
+			if p.had && !r.guard.holds(st.ref) {
 				evictions = append(evictions, st.ref)
 			}
 			continue
 		}
 		if st.sig == "" {
-			continue // row vanished between reads: the next poll sees its delete
+			continue // row vanished between reads (or a guarded entry's ghost): the next poll sees its delete
+		}
+		if r.guard.holds(st.ref) {
+			r.clearGuard(ctx, st.ref) // its row is back: nothing was evicted
+			guardCleared = true
 		}
 		switch {
 		case !p.had:
@@ -108,6 +113,9 @@ func (r *Reconciler) apply(ctx context.Context, refs []target, rows func(*node) 
 			continue
 		}
 		kept = append(kept, st)
+	}
+	if guardCleared {
+		r.publishGuard()
 	}
 	clear(steps[len(kept):]) // let go of the nodes and rows left out
 	steps = kept

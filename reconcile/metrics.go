@@ -21,10 +21,11 @@ type Metrics struct {
 	Abandoned        prometheus.Gauge       // calls the loop stopped waiting for, still running
 	Retries          *prometheus.CounterVec // kind, cause (backoff|requested)
 	Revalidations    *prometheus.CounterVec // kind, result (ready|degraded|held)
+	GuardedEvictions *prometheus.GaugeVec   // kind: evictions the guard holds back
 }
 
 // DriftSections are the section labels of reconciler_drift_items.
-var DriftSections = []string{"not_ready", "signature_mismatch", "orphans", "missing", "checksum_mismatches", "blockers"}
+var DriftSections = []string{"not_ready", "signature_mismatch", "orphans", "missing", "checksum_mismatches", "guarded", "blockers"}
 
 // NewMetrics creates the metrics and registers them with reg (nil: not
 // registered, still usable).
@@ -66,6 +67,10 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Name: "reconciler_abandoned_goroutines",
 			Help: "Calls into materializers (Materialize, Close) the loop stopped waiting for that have not returned yet.",
 		}),
+		GuardedEvictions: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "reconciler_guarded_evictions",
+			Help: "Evictions the eviction guard holds back (the entries keep serving) by kind, until their rows come back or a release.",
+		}, []string{"kind"}),
 		Retries: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "reconciler_retries_total",
 			Help: "Entries materialized again without a change of their rows, by kind and cause (backoff of a degraded entry, or requested).",
@@ -79,6 +84,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	// alerts never see a missing series.
 	for _, k := range registry.Kinds {
 		m.Evictions.WithLabelValues(string(k))
+		m.GuardedEvictions.WithLabelValues(string(k))
 		for _, r := range []string{"ready", "degraded", "held", "panic", "timeout"} {
 			m.Materializations.WithLabelValues(string(k), r)
 		}
@@ -104,7 +110,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	}
 	if reg != nil {
 		reg.MustRegister(m.Materializations, m.Evictions, m.Passes, m.Items, m.CursorLag,
-			m.PollDuration, m.PassDuration, m.Relists, m.StoreErrors, m.DriftItems, m.Abandoned, m.Retries, m.Revalidations)
+			m.PollDuration, m.PassDuration, m.Relists, m.StoreErrors, m.DriftItems, m.Abandoned, m.Retries, m.Revalidations, m.GuardedEvictions)
 	}
 	return m
 }

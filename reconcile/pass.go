@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"time"
 
 	"github.com/objectstack-fleet/reconciler/registry"
@@ -30,6 +31,9 @@ func (s rowSet) find(n *node) (rowOf, bool) {
 // relisted finds the row of a node built from all by buildModel.
 func relisted(all *snapshot.Rows) func(n *node) (rowOf, bool) {
 	return func(n *node) (rowOf, bool) {
+		if n.at < 0 { // a guarded entry's ghost: no row
+			return rowOf{}, false
+		}
 		switch n.addr.Table {
 		case snapshot.TableMetadata:
 			return rowOf{meta: &all.Metadata[n.at]}, true
@@ -111,6 +115,9 @@ func (r *Reconciler) pass(ctx context.Context, trig Trigger, relist bool) error 
 		res.Changes, err = r.relistPass(ctx, trig)
 	} else {
 		res.Changes, err = r.pollPass(ctx, &res)
+	}
+	if err == nil {
+		res.Changes = append(res.Changes, r.guardPass(ctx)...)
 	}
 	res.Duration = time.Since(start)
 	res.Cursor = r.cursor
@@ -258,6 +265,7 @@ func (r *Reconciler) applyDelta(ctx context.Context, addrs []snapshot.Address, f
 			}
 		}
 	}
+	var gone []evictionCand // entries whose rows went
 	r.modelMu.Lock()
 	for _, addr := range addrs {
 		if seen[addr] {
@@ -270,12 +278,14 @@ func (r *Reconciler) applyDelta(ctx context.Context, addrs []snapshot.Address, f
 			n = r.nodeFor(row)
 		}
 		if had && (n == nil || n.ref != oldRef) {
-			if old := r.model.nodes[oldRef]; old != nil {
+			old := r.model.nodes[oldRef]
+			if old != nil {
 				syms[old.sym] = true
 				named(old)
 			}
 			r.model.remove(oldRef)
 			affected[oldRef] = true
+			gone = append(gone, evictionCand{ref: oldRef, old: old})
 		}
 		if n == nil {
 			continue
@@ -294,7 +304,11 @@ func (r *Reconciler) applyDelta(ctx context.Context, addrs []snapshot.Address, f
 		}
 		r.model.put(n)
 	}
+	// Entries whose rows went and whose key no row claims now are
+	// evictions: the guard may keep them (as ghosts in the model).
+	gone = slices.DeleteFunc(gone, func(c evictionCand) bool { return r.model.nodes[c.ref] != nil })
 	r.modelMu.Unlock()
+	r.guardEvictions(ctx, gone)
 	if len(creds) > 0 {
 		rebound, err := r.settleOwners(ctx, creds)
 		if err != nil {
@@ -357,12 +371,16 @@ func (r *Reconciler) relistPass(ctx context.Context, trig Trigger) ([]Change, er
 		restoreGC = raiseGC(r.opts.SyncGCPercent)
 	}
 	all, cur, parsed, err := r.relistRows(ctx)
+	if err == nil {
+		err = r.loadGuard(ctx) // once, before the first relist applies
+	}
 	if err != nil {
 		restoreGC()
 		r.relistReason = trig
 		return nil, fmt.Errorf("relist (%s): %w", trig, err)
 	}
 	r.metrics.Relists.WithLabelValues(string(trig)).Inc()
+	r.guard.noteStore(trig, cur)
 	changes, err := r.applyAll(ctx, all, parsed)
 	if err != nil {
 		restoreGC()
@@ -395,10 +413,22 @@ func (r *Reconciler) relistRows(ctx context.Context) (snapshot.Rows, snapshot.Cu
 // nodes if already built) and applies every entry whose signature
 // changed, evicting what is no longer desired.
 func (r *Reconciler) applyAll(ctx context.Context, all snapshot.Rows, parsed []*node) ([]Change, error) {
+	prev := r.model
 	m := r.buildModel(all, parsed)
 	r.modelMu.Lock()
 	r.model = m
 	r.modelMu.Unlock()
+	// Entries of the registries no row claims any more are evictions: the
+	// guard may keep them (as ghosts in the model).
+	var gone []evictionCand
+	for _, k := range registry.Kinds {
+		for _, key := range r.regs.Of(k).Keys() {
+			if ref := (registry.Ref{Kind: k, Key: key}); r.model.nodes[ref] == nil {
+				gone = append(gone, evictionCand{ref: ref, old: prev.nodes[ref]})
+			}
+		}
+	}
+	r.guardEvictions(ctx, gone)
 	if err := r.loadOwners(ctx); err != nil {
 		return nil, err
 	}
@@ -406,15 +436,13 @@ func (r *Reconciler) applyAll(ctx context.Context, all snapshot.Rows, parsed []*
 		return nil, err
 	}
 	// Every desired entry, and every entry of the registries besides.
-	refs := make([]target, 0, len(r.model.nodes))
+	refs := make([]target, 0, len(r.model.nodes)+len(gone))
 	for ref, n := range r.model.nodes {
 		refs = append(refs, target{ref, n})
 	}
-	for _, k := range registry.Kinds {
-		for _, key := range r.regs.Of(k).Keys() {
-			if ref := (registry.Ref{Kind: k, Key: key}); r.model.nodes[ref] == nil {
-				refs = append(refs, target{ref: ref})
-			}
+	for _, c := range gone {
+		if r.model.nodes[c.ref] == nil {
+			refs = append(refs, target{ref: c.ref})
 		}
 	}
 	return r.apply(ctx, refs, relisted(&all), nil), nil

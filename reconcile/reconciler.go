@@ -3,6 +3,7 @@ package reconcile
 import (
 	"context"
 	"log/slog"
+	"maps"
 	"math/rand/v2"
 	"os"
 	"sync"
@@ -62,6 +63,9 @@ type Reconciler struct {
 	abandoned *abandoned    // calls the loop stopped waiting for
 	retryQ    retryQueue    // retries asked for (Retry)
 	revalQ    revalidations // failed revalidations for the loop to record
+
+	guard        *guardState // owned by the Run goroutine (status under mu)
+	releaseAsked atomic.Bool // POST /v1/guard/release: the next pass releases
 
 	// owners records credential bindings (trust.go); nil: the model's only.
 	owners CredentialOwners
@@ -130,6 +134,7 @@ func New(src Source, opts Options) *Reconciler {
 		waits:        make(map[registry.Ref]<-chan struct{}),
 		relistReason: TriggerStart,
 		abandoned:    newAbandoned(metrics.Abandoned),
+		guard:        newGuardState(opts.Guard),
 		owners:       opts.Owners,
 	}
 	if r.owners == nil {
@@ -140,6 +145,7 @@ func New(src Source, opts Options) *Reconciler {
 	for _, k := range registry.Kinds {
 		r.status.Counts[k] = make(map[registry.State]int)
 	}
+	r.publishGuard()
 	return r
 }
 
@@ -219,6 +225,7 @@ func (r *Reconciler) Status() Status {
 		lp := *s.LastPass
 		s.LastPass = &lp
 	}
+	s.Guard.Kinds = maps.Clone(s.Guard.Kinds)
 	s.Abandoned = r.abandoned.count()
 	return s
 }

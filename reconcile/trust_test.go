@@ -45,13 +45,6 @@ func (s *seen) of(key string) string {
 	return s.got[key]
 }
 
-func orgOrNil(org string) any {
-	if org == "" {
-		return nil
-	}
-	return org
-}
-
 // TestCredentialsServeTheirOrganization: a connector credential ref is
 // bound to the organization of the first row naming it, recorded in the
 // store, kept across the owner's edits and a restart; another

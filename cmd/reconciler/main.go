@@ -50,7 +50,7 @@ type cli struct {
 }
 
 func commands() []*command {
-	return []*command{runCmd(), migrateCmd(), statusCmd(), itemsCmd(), explainCmd(), retryCmd(), driftCmd(), fleetCmd(), triggerCmd(), checksumCmd(), versionCmd()}
+	return []*command{runCmd(), migrateCmd(), statusCmd(), itemsCmd(), explainCmd(), retryCmd(), driftCmd(), fleetCmd(), guardCmd(), triggerCmd(), checksumCmd(), versionCmd()}
 }
 
 // usageError is a mistake in the command line: exit code 2.

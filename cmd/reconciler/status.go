@@ -9,6 +9,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/objectstack-fleet/reconciler/daemon/statusapi"
+	"github.com/objectstack-fleet/reconciler/reconcile"
 	"github.com/objectstack-fleet/reconciler/registry"
 	"github.com/objectstack-fleet/reconciler/snapshot"
 )
@@ -67,6 +68,7 @@ func runStatus(ctx context.Context, c *cli, fs *pflag.FlagSet) error {
 	for _, b := range st.Stall.Blockers {
 		fmt.Fprintf(w, "blocked by\tpid %d, transaction open %s (%s)\n", b.PID, b.XactAge.Round(time.Second), clean(b.State))
 	}
+	fmt.Fprintf(w, "guard\t%s\n", guardLine(st.Guard))
 	if err := w.Flush(); err != nil {
 		return err
 	}
@@ -117,4 +119,12 @@ func standbyLine(sb *snapshot.Standby) string {
 		line += " (replay paused)"
 	}
 	return line
+}
+
+// guardLine summarizes the eviction guard for status.
+func guardLine(g reconcile.GuardStatus) string {
+	if g.Held == 0 {
+		return fmt.Sprintf("nothing held (guard.max_evictions %s within %s)", clean(g.Limit), clean(g.Window))
+	}
+	return fmt.Sprintf("HOLDING %d evictions: %s (see `reconciler guard`)", g.Held, clean(g.Reason))
 }

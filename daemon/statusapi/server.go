@@ -60,6 +60,23 @@ type Options struct {
 	// Warnings, if set, returns what /v1/status warns about beside the
 	// loop's state (a replica id shared with another process).
 	Warnings func() []string
+	// Guard, if set, serves GET /v1/guard and POST /v1/guard/release
+	// (*reconcile.Reconciler is one).
+	Guard Guard
+}
+
+// Guard is the eviction guard as the API sees it.
+type Guard interface {
+	Guard() reconcile.GuardStatus
+	ReleaseGuard()
+}
+
+// Released is the JSON of POST /v1/guard/release.
+type Released struct {
+	Requested string `json:"requested"` // "release"
+	// Held is the number of guarded evictions the release covers: they
+	// are applied at the daemon's next pass.
+	Held int `json:"held"`
 }
 
 // Replica is what the API shows of the replica beside the sidecar.
@@ -130,6 +147,10 @@ func NewHandler(o Options) *Handler {
 	mux.Handle("POST /v1/resync", h.auth(h.mutating(h.resync)))
 	mux.Handle("GET /v1/drift", h.auth(http.HandlerFunc(h.getDrift)))
 	mux.Handle("POST /v1/drift", h.auth(h.mutating(h.writeDrift)))
+	if o.Guard != nil {
+		mux.Handle("GET /v1/guard", h.auth(http.HandlerFunc(h.guard)))
+		mux.Handle("POST /v1/guard/release", h.auth(h.mutating(h.releaseGuard)))
+	}
 	h.next = h.recover(h.checkHost(mux))
 	return h
 }
@@ -304,6 +325,19 @@ func (h *Handler) items(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Link", nextLink(r, entries[len(entries)-1]))
 	}
 	writeJSON(w, http.StatusOK, items)
+}
+
+func (h *Handler) guard(w http.ResponseWriter, _ *http.Request) {
+	writeJSON(w, http.StatusOK, h.o.Guard.Guard())
+}
+
+// releaseGuard releases this sidecar's guarded evictions (the fleet's
+// release is `reconciler guard release --store.url`).
+func (h *Handler) releaseGuard(w http.ResponseWriter, r *http.Request) {
+	held := h.o.Guard.Guard().Held
+	h.o.Guard.ReleaseGuard()
+	h.o.Logger.WarnContext(r.Context(), "guard release asked through the API", slog.Int("held", held))
+	writeJSON(w, http.StatusAccepted, Released{Requested: "release", Held: held})
 }
 
 func (h *Handler) reconcile(w http.ResponseWriter, _ *http.Request) {

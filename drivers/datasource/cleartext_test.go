@@ -97,3 +97,33 @@ func TestCleartextPasswordRefused(t *testing.T) {
 		t.Fatalf("the hostile server received %d password messages", n)
 	}
 }
+
+// TestLocalTargetsRefused: a Unix socket directory as host, a URL without
+// a host (pgx would use its default socket and the daemon's OS user) and a
+// socket in the URL's host parameter are held naming datasource.allow_local
+// before any connection; TCP hosts, loopback included, are not.
+func TestLocalTargetsRefused(t *testing.T) {
+	t.Parallel()
+	srv := startCleartextServer(t)
+	m := datasource.New(datasource.Options{})
+	for _, config := range []string{
+		`{"host":"/var/run/postgresql","database":"postgres","username":"postgres"}`,
+		`{"url":"postgres:///postgres"}`,
+		`{"url":"postgresql://@/postgres?user=root"}`,
+		`{"url":"postgres:///postgres?host=/tmp"}`,
+		`{"url":"postgres://u@127.0.0.1:1/d?host=/tmp"}`,
+	} {
+		inst, err := m.Materialize(context.Background(), desired(record("postgres", config, "", true), canary))
+		c, reason := reconcile.Classify(err)
+		if inst != nil || c != reconcile.ClassInvalid || !strings.Contains(reason, "local connections need datasource.allow_local") {
+			t.Errorf("%s: %v %q, want held naming datasource.allow_local", config, c, reason)
+		}
+	}
+	// A TCP host is a TCP host: here the hostile server (refused for its
+	// cleartext request, which shows it was reached).
+	config := fmt.Sprintf(`{"host":"localhost","port":%d,"database":"d","username":"u"}`, srv.port)
+	_, err := m.Materialize(context.Background(), desired(record("postgres", config, "", true), canary))
+	if _, reason := reconcile.Classify(err); !strings.Contains(reason, "in cleartext") {
+		t.Errorf("loopback TCP host: %q, want it reached", reason)
+	}
+}

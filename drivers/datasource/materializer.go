@@ -46,6 +46,10 @@ type Options struct {
 	// get one connection is held naming the budget, and retried when
 	// connections come back.
 	MaxTotalConns int
+	// AllowLocal (datasource.allow_local) lets rows name a Unix socket
+	// or a URL without a host (the driver's local defaults); off, such a
+	// row is held naming the key. TCP hosts are always allowed.
+	AllowLocal bool
 }
 
 // Materializer opens datasource pools. It is safe for concurrent use.

@@ -26,6 +26,11 @@ func (m *Materializer) openPostgres(ctx context.Context, key, name string, rec R
 	if err != nil {
 		return nil, reconcile.Invalid(err, "datasource %s: config: %s", name, redact.Secrets(err.Error(), password))
 	}
+	if !m.opts.AllowLocal {
+		if why := localTarget(rec.Postgres.ConnString, pc); why != "" {
+			return nil, reconcile.Invalid(errLocal, "datasource %s: %s; local connections need %s", name, why, AllowLocalKey)
+		}
+	}
 	// The password comes from the credential alone, never from the
 	// environment or a passfile.
 	pc.ConnConfig.Password = password

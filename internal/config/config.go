@@ -55,6 +55,9 @@ type Config struct {
 	SQLiteDir          string
 	MaxConns           int
 	MaxTotalConns      int
+	AllowLocal         bool
+	AllowHosts         []string
+	DenyHosts          []string
 	MaxSpecBytes       int
 	LogLevel           slog.Level
 	LogFormat          string // "text" or "json"
@@ -64,6 +67,9 @@ type Config struct {
 	ReplicaBusURL    string
 	ReplicaBusPrefix string
 	ReplicaOrigin    string
+
+	GuardMaxEvictions string // guard.max_evictions as written: see ParseMaxEvictions
+	GuardWindow       time.Duration
 
 	// File is the file the configuration was read from ("" for none).
 	File string
