@@ -3,6 +3,7 @@ package daemon
 import (
 	"context"
 	"fmt"
+	"strings"
 
 	"github.com/objectstack-fleet/reconciler/drivers/replica"
 	"github.com/objectstack-fleet/reconciler/internal/config"
@@ -36,6 +37,7 @@ func (d *Daemon) replicaDriver(cfg *config.Config, m *replica.Metrics) (drv *rep
 		Window:  max(replica.DefaultWindow, 2*cfg.PollInterval),
 		Metrics: m,
 		Logger:  d.log,
+		Shadow:  strings.EqualFold(cfg.ReplicaMode, "shadow"),
 	})
 	if err != nil {
 		_ = bus.Close()

@@ -20,9 +20,14 @@ type Options struct {
 	RevalidateInterval time.Duration
 	ApplyConcurrency   int           // default 4
 	ApplyTimeout       time.Duration // default 30s
-	StallAge           time.Duration // open transactions older than this are reported; default 5×PollInterval
-	RetryBase          time.Duration // first retry delay of a degraded entry; default 5s
-	RetryMax           time.Duration // retry delay cap; default 300s
+	// PassBudget is how long a pass waits for a kind's connector or
+	// datasource materializations; those still running then finish in the
+	// background, so slow upstreams do not hold back other work. Default:
+	// PollInterval, at least 1s.
+	PassBudget time.Duration
+	StallAge   time.Duration // open transactions older than this are reported; default 5×PollInterval
+	RetryBase  time.Duration // first retry delay of a degraded entry; default 5s
+	RetryMax   time.Duration // retry delay cap; default 300s
 	// StopTimeout bounds how long Run takes to return once its context
 	// ends, whatever a materializer does; default 3s.
 	StopTimeout time.Duration

@@ -86,6 +86,10 @@ func (r *Reconciler) apply(ctx context.Context, refs []target, rows func(*node) 
 	guardCleared := false
 	for i := range steps {
 		st, p := steps[i], &priors[i]
+		if st.node != nil && r.inflight[st.ref] {
+			r.redo[st.ref] = true // planned again once its call lands (late.go)
+			continue
+		}
 		if st.node == nil {
 			if p.had && !r.guard.holds(st.ref) {
 				evictions = append(evictions, st.ref)
@@ -250,6 +254,18 @@ func (r *Reconciler) applyKind(ctx context.Context, steps []step, changes []Chan
 		for i := range steps {
 			out[i] = r.materializeCredential(steps[i])
 		}
+	} else if backgrounded(steps[0].ref.Kind) {
+		// Prepared here: the calls may outlast the pass (late.go), and
+		// preparing reads the model.
+		prep := make([]prepared, len(steps))
+		for i := range steps {
+			m, d, o, ok := r.prepareStep(ctx, steps[i])
+			prep[i] = prepared{m: m, d: d, call: ok}
+			if !ok {
+				out[i] = o
+			}
+		}
+		return r.applyBudgeted(ctx, steps, out, prep, changes)
 	} else {
 		r.guarded(ctx, len(steps), r.opts.ApplyConcurrency,
 			func(i int) (Materializer, Desired, bool) {

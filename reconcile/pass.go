@@ -108,6 +108,7 @@ func (r *Reconciler) buildModel(all snapshot.Rows, parsed []*node) *model {
 // pass runs one pass. It returns an error only when the store failed; the
 // cursor then stays where it was.
 func (r *Reconciler) pass(ctx context.Context, trig Trigger, relist bool) error {
+	r.land(ctx)
 	start := time.Now()
 	res := PassResult{Trigger: trig, At: start, Relist: relist}
 	var err error
@@ -230,7 +231,7 @@ func (r *Reconciler) pollPass(ctx context.Context, res *PassResult) ([]Change, e
 		}
 	}
 	forced, asked := r.takeRetries(forced)
-	defer retried(asked) // once applied, or failed: the callers look again
+	defer r.retried(asked) // once applied (or failed: the callers look again)
 	if len(addrs) == 0 && len(forced) == 0 {
 		r.cursor = next
 		return nil, nil

@@ -34,6 +34,7 @@ const (
 	flagResync
 	flagRetry
 	flagRevalidated
+	flagLate // a materialization that outlasted its pass returned (late.go)
 )
 
 // Reconciler runs the loop over one store. Create it with New; call Run once.
@@ -57,12 +58,16 @@ type Reconciler struct {
 	relistReason Trigger // non-empty: the next pass must relist
 	retries      map[registry.Ref]time.Time
 	waits        map[registry.Ref]<-chan struct{} // held until a shared resource frees (HeldUntil)
+	flights      []*flight                        // batches outlasting their pass (late.go)
+	inflight     map[registry.Ref]bool            // entries of those batches not landed yet
+	redo         map[registry.Ref]bool            // in flight and changed meanwhile
 	lastStall    time.Time
 	bulk         bool // the apply in flight is large: routine per-entry lines go to debug
 
-	abandoned *abandoned    // calls the loop stopped waiting for
-	retryQ    retryQueue    // retries asked for (Retry)
-	revalQ    revalidations // failed revalidations for the loop to record
+	abandoned    *abandoned      // calls the loop stopped waiting for
+	retryQ       retryQueue      // retries asked for (Retry)
+	retryWaiting []*retryRequest // taken by a pass, waiting for calls in flight (loop goroutine)
+	revalQ       revalidations   // failed revalidations for the loop to record
 
 	guard        *guardState // owned by the Run goroutine (status under mu)
 	releaseAsked atomic.Bool // POST /v1/guard/release: the next pass releases
@@ -132,6 +137,8 @@ func New(src Source, opts Options) *Reconciler {
 		model:        newModel(opts.CodeObjects, 0),
 		retries:      make(map[registry.Ref]time.Time),
 		waits:        make(map[registry.Ref]<-chan struct{}),
+		inflight:     make(map[registry.Ref]bool),
+		redo:         make(map[registry.Ref]bool),
 		relistReason: TriggerStart,
 		abandoned:    newAbandoned(metrics.Abandoned),
 		guard:        newGuardState(opts.Guard),
@@ -249,7 +256,11 @@ func (r *Reconciler) Run(ctx context.Context) error {
 	defer func() {
 		abandon()
 		<-watched
-		r.shutdown(r.opts.StopTimeout - drain)
+		budget := r.opts.StopTimeout - drain
+		fctx, cancel := context.WithTimeout(context.Background(), budget/4)
+		r.dropFlights(fctx)
+		cancel()
+		r.shutdown(budget - budget/4)
 	}()
 	if r.opts.RevalidateInterval > 0 {
 		revalCtx, stopReval := context.WithCancel(ctx)
@@ -289,6 +300,10 @@ func (r *Reconciler) Run(ctx context.Context) error {
 		flags := r.flags.Swap(0)
 		if flags&flagRevalidated != 0 {
 			r.applyRevalidations(ctx)
+		}
+		if flags&flagLate != 0 {
+			r.land(passCtx)
+			r.retried(nil) // retries waiting for those calls
 		}
 		trig, relist := r.decide(now, flags, nextPoll, nextResync)
 		if trig == "" {

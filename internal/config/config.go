@@ -68,6 +68,7 @@ type Config struct {
 	ReplicaBusPrefix string
 	ReplicaOrigin    string
 
+	ReplicaMode       string // "drive" or "shadow"
 	GuardMaxEvictions string // guard.max_evictions as written: see ParseMaxEvictions
 	GuardWindow       time.Duration
 

@@ -47,6 +47,7 @@ const (
 	KeyReplicaBusPrefix = "replica.bus.prefix"
 	KeyReplicaOrigin    = "replica.origin"
 
+	KeyReplicaMode       = "replica.mode"
 	KeyGuardMaxEvictions = "guard.max_evictions"
 	KeyGuardWindow       = "guard.window"
 )
@@ -151,6 +152,8 @@ func declarations() []decl {
 			func(c *Config) *string { return &c.ReplicaBusPrefix }, checkBusPrefix),
 		bind(KeyReplicaOrigin, "", "originNode of the lane messages (default: reconciler:<replica_id>)",
 			func(c *Config) *string { return &c.ReplicaOrigin }).then(defaultReplicaOrigin),
+		bind(KeyReplicaMode, "drive", "drive (publish lane messages until the replica serves each change) or shadow (probe and report only, publish nothing: entries show replica state would-publish; for adopting beside a live fleet)",
+			func(c *Config) *string { return &c.ReplicaMode }, oneOf("mode", "drive", "shadow")),
 		bind(KeyGuardMaxEvictions, "20%", "evictions of one kind allowed within guard.window: a count (10), a percentage of the kind's entries (20%, never fewer than 10) or off; more are guarded: the entries keep serving until their rows come back or `reconciler guard release`",
 			func(c *Config) *string { return &c.GuardMaxEvictions }, checkMaxEvictions),
 		bind(KeyGuardWindow, "60s", "sliding window the eviction guard counts evictions over, so that a mass deletion spread over several polls counts as one (at least 1s)",
