@@ -19,6 +19,7 @@ import (
 	"github.com/objectstack-fleet/reconciler/drivers/replica"
 	"github.com/objectstack-fleet/reconciler/internal/backoff"
 	"github.com/objectstack-fleet/reconciler/internal/config"
+	"github.com/objectstack-fleet/reconciler/internal/redact"
 	"github.com/objectstack-fleet/reconciler/reconcile"
 	"github.com/objectstack-fleet/reconciler/snapshot"
 )
@@ -272,7 +273,7 @@ func (d *Daemon) Run(ctx context.Context) error {
 		Gatherer:   reg,
 		WriteDrift: drift.write,
 		Version:    d.opts.Version,
-		Store:      snapshot.RedactURL(cfg.StoreURL),
+		Store:      redact.URL(cfg.StoreURL),
 		Replica:    replicaView{drv},
 		Fleet:      fleetReader(store, cfg.PollInterval),
 		Guard:      rec,
@@ -319,8 +320,8 @@ func (d *Daemon) Run(ctx context.Context) error {
 
 	log.Info("reconciler started",
 		slog.String("replica", cfg.ReplicaID),
-		slog.String("store", snapshot.RedactURL(cfg.StoreURL)),
-		slog.String("read", snapshot.RedactURL(cfg.StoreReadURL)),
+		slog.String("store", redact.URL(cfg.StoreURL)),
+		slog.String("read", redact.URL(cfg.StoreReadURL)),
 		slog.String("status", srv.Addr()),
 		slog.String("version", d.opts.Version),
 		slog.Duration("poll_interval", cfg.PollInterval))

@@ -15,8 +15,6 @@ import (
 	"github.com/spf13/cast"
 	"github.com/spf13/pflag"
 	"github.com/spf13/viper"
-
-	"github.com/objectstack-fleet/reconciler/internal/redact"
 )
 
 // DefaultFile is the file loaded when --config is not given and it exists.
@@ -371,6 +369,3 @@ func nonEmpty(ss []string) []string {
 	}
 	return out
 }
-
-// RedactURL hides the secrets of a URL for logs and errors.
-func RedactURL(s string) string { return redact.URL(s) }
