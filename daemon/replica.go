@@ -12,7 +12,7 @@ import (
 )
 
 // replicaDriver builds the driver of the replica beside this sidecar, or
-// returns nil when replica.url is empty. close releases the bus
+// returns nil when replica.url is empty. closeBus releases the bus
 // connections after the driver's Run has returned.
 func (d *Daemon) replicaDriver(cfg *config.Config, m *replica.Metrics) (drv *replica.Driver, closeBus func() error, err error) {
 	if cfg.ReplicaURL == "" {

@@ -39,8 +39,8 @@ type ValidationItem struct {
 type Validation struct {
 	// Proposed counts the proposal's rows; Unmatched lists deletions that
 	// match no row.
-	Proposed  int      `json:"proposed"`
-	Unmatched []string `json:"unmatched"`
+	Proposed  int              `json:"proposed"`
+	Unmatched []string         `json:"unmatched"`
 	Created   []ValidationItem `json:"created"`
 	Rebuilt   []ValidationItem `json:"rebuilt"`
 	Evicted   []ValidationItem `json:"evicted"`

@@ -232,11 +232,15 @@ func (s *SQLite) CheckSchema(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	var v int
-	if err := s.db.QueryRowContext(ctx, "SELECT coalesce(max(version), 0) FROM sys_reconciler_schema").Scan(&v); err != nil {
+	v, err := sqliteSelect(ctx, s.db, "SELECT version FROM sys_reconciler_schema", nil,
+		func(r *sql.Rows) (int, error) {
+			var v int
+			return v, r.Scan(&v)
+		})
+	if err != nil {
 		return s.interpretError("check schema", err)
 	}
-	if err := checkVersion(s.url, v); err != nil {
+	if err := checkVersions("sqlite", s.url, v); err != nil {
 		return err
 	}
 	have, err := sqliteSelect(ctx, s.db, "SELECT name || ' on ' || tbl_name FROM sqlite_master WHERE type = 'trigger'", nil,

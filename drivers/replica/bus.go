@@ -9,7 +9,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/objectstack-fleet/reconciler/snapshot"
+	"github.com/objectstack-fleet/reconciler/internal/redact"
 )
 
 // Bus is the platform's pub/sub bus as the Driver uses it: channels are
@@ -43,14 +43,14 @@ func NewRedisBus(rawURL string) (*RedisBus, error) {
 		if errors.As(err, &ue) {
 			err = ue.Err
 		}
-		return nil, fmt.Errorf("parse bus url %s: %w", redactURL(rawURL), err)
+		return nil, fmt.Errorf("parse bus url %s: %w", redact.URL(rawURL), err)
 	}
 	opts.DialTimeout = busTimeout
 	opts.ReadTimeout = busTimeout
 	opts.WriteTimeout = busTimeout
 	opts.MaxRetries = 1
 	opts.DisableIdentity = true
-	return &RedisBus{client: redis.NewClient(opts), addr: redactURL(rawURL)}, nil
+	return &RedisBus{client: redis.NewClient(opts), addr: redact.URL(rawURL)}, nil
 }
 
 // Publish sends msg on channel.
@@ -93,6 +93,3 @@ func (b *RedisBus) Subscribe(ctx context.Context, channels []string, ready func(
 
 // Close closes the connections.
 func (b *RedisBus) Close() error { return b.client.Close() }
-
-// redactURL hides the secrets of a URL for printing.
-func redactURL(raw string) string { return snapshot.RedactURL(raw) }

@@ -189,7 +189,7 @@ func (d *Driver) Notify(cs reconcile.ChangeSet) {
 
 func (d *Driver) noteLocked(c reconcile.Change, now time.Time) {
 	ref := registry.Ref{Kind: c.Kind, Key: c.Key}
-	parts, err := parseKey(c.Kind, c.Key)
+	parts, err := registry.ParseKey(c.Kind, c.Key)
 	if err != nil {
 		d.log.Warn("replica: entry not driven", slog.String("kind", string(c.Kind)), slog.String("key", c.Key), slog.String("error", err.Error()))
 		return
@@ -239,7 +239,7 @@ func (d *Driver) jitterLocked(time.Time) time.Duration {
 
 // classify says how the replica shows an entry's state. Org-scoped items
 // never enter the replica's shared registry, so they are not probed.
-func classify(k registry.Kind, p keyParts) class {
+func classify(k registry.Kind, p registry.KeyParts) class {
 	switch k {
 	case registry.KindDatasource:
 		if p.Org == "" {
@@ -565,7 +565,7 @@ func (d *Driver) wouldPublish(out outcome, now time.Time, probe bool) outcome {
 
 // check probes the replica's state of the entry.
 func (d *Driver) check(ctx context.Context, p plan) (verdict, string, error) {
-	parts, err := parseKey(p.ref.Kind, p.ref.Key)
+	parts, err := registry.ParseKey(p.ref.Kind, p.ref.Key)
 	if err != nil {
 		return 0, "", err
 	}

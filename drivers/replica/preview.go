@@ -19,7 +19,7 @@ type Message struct {
 // when its replica lacks it, with origin as originNode (none for a key it
 // does not drive).
 func Messages(c reconcile.Change, origin string) []Message {
-	parts, err := parseKey(c.Kind, c.Key)
+	parts, err := registry.ParseKey(c.Kind, c.Key)
 	if err != nil {
 		return nil
 	}
@@ -39,7 +39,7 @@ func Messages(c reconcile.Change, origin string) []Message {
 // only at boot): after it, the entry's replica state is stale, with
 // RestartRemedy.
 func StaysStale(kind registry.Kind, key string) bool {
-	parts, err := parseKey(kind, key)
+	parts, err := registry.ParseKey(kind, key)
 	if err != nil {
 		return false
 	}
