@@ -95,7 +95,7 @@ func (c fakeControl) ExplainKey(ctx context.Context, key string) []reconcile.Exp
 	}
 	return out
 }
-func (c fakeControl) RootCauses() []reconcile.RootCause { return []reconcile.RootCause{} }
+func (c fakeControl) RootCauses() []reconcile.RootCause                 { return []reconcile.RootCause{} }
 func (c fakeControl) Retry(context.Context, []registry.Ref, bool) error { return nil }
 
 // The status page links each not-ready entry to its explanation, a page

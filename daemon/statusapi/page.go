@@ -107,7 +107,7 @@ type pageData struct {
 	FleetOff     bool
 	// Explain: the not-ready items link to their explanation (GET /item).
 	Explain bool
-	Guard        reconcile.GuardStatus
+	Guard   reconcile.GuardStatus
 }
 
 // StatusBodyView is the part of the loop's status the page shows.
