@@ -116,6 +116,13 @@ func TestExplainCorpusProcess(t *testing.T) {
 		if len(acc.History) == 0 || acc.History[0].State != "pending" || acc.History[len(acc.History)-1].State != acc.State {
 			t.Errorf("account's history: %+v (state %s)", acc.History, acc.State)
 		}
+		// The status page links the hook to its explanation, a page.
+		if code, page := d.request("GET", "/"); code != 200 || !strings.Contains(string(page), `<a href="/item?kind=engine&key=hook%2fAccountHealthScoreTrigger">`) {
+			t.Errorf("status page (%d) does not link the hook to its explanation", code)
+		}
+		if code, page := d.request("GET", "/item?kind=engine&key=hook%2fAccountHealthScoreTrigger"); code != 200 || !strings.Contains(string(page), "references missing object Account") {
+			t.Errorf("the hook's page: %d\n%s", code, page)
+		}
 		if code, body := d.request("GET", "/v1/item?kind=engine&key=object/nope"); code != 404 {
 			t.Errorf("unknown key: %d %s", code, body)
 		}
