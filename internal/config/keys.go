@@ -15,6 +15,7 @@ const (
 	KeyPollInterval     = "poll.interval"
 	KeyPollJitter       = "poll.jitter"
 	KeyResyncInterval   = "resync.interval"
+	KeyRevalidate       = "revalidate.interval"
 	KeyHintListen       = "hint.listen"
 	KeyApplyConcurrency = "apply.concurrency"
 	KeyApplyTimeout     = "apply.timeout"
@@ -93,6 +94,8 @@ func declarations() []decl {
 			func(c *Config) *time.Duration { return &c.PollJitter }, atLeast(0)),
 		bind(KeyResyncInterval, "10m", "anti-entropy full relist interval (0 disables; otherwise at least 1s)",
 			func(c *Config) *time.Duration { return &c.ResyncInterval }, atLeast(0), offOrAtLeast(MinResyncInterval, "each resync relists the whole store")),
+		bind(KeyRevalidate, "10m", "how often ready connectors are probed again and ready datasources pinged (jittered by at most 10%; 0 disables; otherwise at least 1s)",
+			func(c *Config) *time.Duration { return &c.RevalidateInterval }, atLeast(0), offOrAtLeast(MinResyncInterval, "each round probes every ready connector and datasource")),
 		bind(KeyHintListen, true, "LISTEN for change hints on PostgreSQL (only cuts latency)",
 			func(c *Config) *bool { return &c.HintListen }),
 		bind(KeyApplyConcurrency, 4, "materializations run at once (at least 1)",
