@@ -225,7 +225,7 @@ func (d *Daemon) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	drv, closeBus, err := d.replicaDriver(cfg, replicaMetrics)
+	drv, closeBus, err := d.replicaDriver(cfg, replicaMetrics, store)
 	if err != nil {
 		return err
 	}
@@ -239,24 +239,25 @@ func (d *Daemon) Run(ctx context.Context) error {
 	}
 	hb := &heartbeater{store: store, version: d.opts.Version, log: log, every: HeartbeatInterval(cfg.PollInterval), wake: make(chan struct{}, 1)}
 	rec := reconcile.New(store, reconcile.Options{
-		ReplicaID:        cfg.ReplicaID,
-		PollInterval:     cfg.PollInterval,
-		PollJitter:       pollJitter(cfg.PollJitter),
-		ResyncInterval:   resyncInterval(cfg.ResyncInterval),
-		ApplyConcurrency: cfg.ApplyConcurrency,
-		ApplyTimeout:     cfg.ApplyTimeout,
-		StopTimeout:      loopStopTimeout,
-		Materializers:    mats,
-		Secrets:          secrets,
-		CodeObjects:      cfg.CodeObjects,
-		Limits:           limits(cfg),
-		SyncGCPercent:    syncGCPercent(),
-		Notifier:         notifier,
-		Metrics:          metrics,
-		Logger:           log,
-		OnPass:           hb.onPass,
-		ReplicaDrift:     replicaView{drv}.ReplicaDrift,
-		Guard:            guardOptions(cfg, store),
+		ReplicaID:          cfg.ReplicaID,
+		PollInterval:       cfg.PollInterval,
+		PollJitter:         pollJitter(cfg.PollJitter),
+		ResyncInterval:     resyncInterval(cfg.ResyncInterval),
+		RevalidateInterval: resyncInterval(cfg.RevalidateInterval),
+		ApplyConcurrency:   cfg.ApplyConcurrency,
+		ApplyTimeout:       cfg.ApplyTimeout,
+		StopTimeout:        loopStopTimeout,
+		Materializers:      mats,
+		Secrets:            secrets,
+		CodeObjects:        cfg.CodeObjects,
+		Limits:             limits(cfg),
+		SyncGCPercent:      syncGCPercent(),
+		Notifier:           notifier,
+		Metrics:            metrics,
+		Logger:             log,
+		OnPass:             hb.onPass,
+		ReplicaDrift:       replicaView{drv}.ReplicaDrift,
+		Guard:              guardOptions(cfg, store),
 	})
 	hb.status = rec
 	ops := newOpsMetrics(reg, d.opts.Version, rec.Status)
@@ -417,7 +418,8 @@ func (d *Daemon) envValue(key, name string) (string, error) {
 	return v, nil
 }
 
-// resyncInterval maps the config's 0 (off) to the loop's negative (off).
+// resyncInterval maps the config's 0 (off) to the loop's negative (off),
+// for resync.interval and revalidate.interval.
 func resyncInterval(d time.Duration) time.Duration {
 	if d == 0 {
 		return -1

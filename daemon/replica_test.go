@@ -52,7 +52,11 @@ func TestReplicaDriven(t *testing.T) {
 	db.Put("object", "task", obj)
 	// snapshottest opens SQLite with a busy timeout: the daemon writes the
 	// same file (a bare sql.Open failed once with SQLITE_BUSY).
-	snapshottest.Exec(t, cfg.StoreURL, `INSERT INTO sys_metadata (id, type, name, state, metadata) VALUES ('m1', 'object', 'task', 'active', $1)`, body)
+	store := snapshottest.Connect(t, cfg.StoreURL)
+	// The object's table, as the platform creates it: the sidecar reads
+	// the store's catalog to tell a servable object.
+	store.Exec(t, `CREATE TABLE task (id TEXT PRIMARY KEY, created_at TEXT, updated_at TEXT, subject TEXT)`)
+	store.Exec(t, `INSERT INTO sys_metadata (id, type, name, state, metadata) VALUES ('m1', 'object', 'task', 'active', $1)`, body)
 
 	client := &http.Client{Timeout: 5 * time.Second}
 	defer client.CloseIdleConnections()
