@@ -781,9 +781,7 @@ func (p *PG) Replicas(ctx context.Context) ([]Replica, error) {
 		if clashAt != nil {
 			rep.ClashAt = *clashAt
 		}
-		if err == nil {
-			err = json.Unmarshal([]byte(counts), &rep.Counts)
-		}
+		rep.Counts = decodeCounts(counts)
 		return rep, err
 	})
 	if err != nil {

@@ -600,7 +600,8 @@ func (s *SQLite) Replicas(ctx context.Context) ([]Replica, error) {
 		if clashAt.Valid {
 			rep.ClashAt = parseSQLiteTime(clashAt.String)
 		}
-		return rep, json.Unmarshal([]byte(counts), &rep.Counts)
+		rep.Counts = decodeCounts(counts)
+		return rep, nil
 	})
 	if err != nil {
 		return nil, s.interpretError("list replicas", err)
