@@ -164,7 +164,7 @@ func TestCredentialsServeTheirOrganization(t *testing.T) {
 }
 
 // TestNullAndEmptyShareAKey: rows whose organization or package is NULL
-// beside '' key alike; deleting the row that won the key keeps the entry
+// beside ” key alike; deleting the row that won the key keeps the entry
 // (another row still claims it) and its referrers stay ready.
 func TestNullAndEmptyShareAKey(t *testing.T) {
 	t.Parallel()
