@@ -17,7 +17,12 @@ type Metrics struct {
 	nudges        prometheus.Counter
 	observed      *prometheus.CounterVec
 	entries       *prometheus.GaugeVec
+	convergence   prometheus.Histogram
 }
+
+// ConvergenceBuckets are the bounds (seconds) of
+// reconciler_replica_convergence_seconds: 1 ms to 5 min.
+var ConvergenceBuckets = []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60, 120, 300}
 
 // NewMetrics registers the series on reg (nil: not registered).
 func NewMetrics(reg prometheus.Registerer) *Metrics {
@@ -46,6 +51,11 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Name: "reconciler_replica_entries",
 			Help: "Entries by replica state (" + stateNames() + ").",
 		}, []string{"state"}),
+		convergence: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "reconciler_replica_convergence_seconds",
+			Help:    "Commit (the row's watermark time) to this replica verified serving the change (in-sync), both on the store's clock; one observation per change that reaches in-sync.",
+			Buckets: ConvergenceBuckets,
+		}),
 	}
 	for _, ch := range Channels {
 		for _, r := range []string{"ok", "error"} {
@@ -62,7 +72,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		m.entries.WithLabelValues(string(s))
 	}
 	if reg != nil {
-		reg.MustRegister(m.publishes, m.verifications, m.restarts, m.nudges, m.observed, m.entries)
+		reg.MustRegister(m.publishes, m.verifications, m.restarts, m.nudges, m.observed, m.entries, m.convergence)
 	}
 	return m
 }
