@@ -1,9 +1,9 @@
 package reconcile
 
 import (
-	"time"
 	"context"
 	"encoding/json"
+	"time"
 
 	"github.com/objectstack-fleet/reconciler/registry"
 	"github.com/objectstack-fleet/reconciler/snapshot"

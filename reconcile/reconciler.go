@@ -54,7 +54,7 @@ type Reconciler struct {
 	model        *model
 	cursor       snapshot.Cursor
 	polledAt     time.Time // this process's clock when cursor was read
-	relistReason Trigger // non-empty: the next pass must relist
+	relistReason Trigger   // non-empty: the next pass must relist
 	retries      map[registry.Ref]time.Time
 	waits        map[registry.Ref]<-chan struct{} // held until a shared resource frees (HeldUntil)
 	flights      []*flight                        // batches outlasting their pass (late.go)
