@@ -225,7 +225,8 @@ func (d *Daemon) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	drv, closeBus, err := d.replicaDriver(cfg, replicaMetrics)
+	hb := &heartbeater{store: store, version: d.opts.Version, log: log, every: HeartbeatInterval(cfg.PollInterval), wake: make(chan struct{}, 1)}
+	drv, closeBus, err := d.replicaDriver(cfg, replicaMetrics, hb.poke)
 	if err != nil {
 		return err
 	}
@@ -237,7 +238,9 @@ func (d *Daemon) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	hb := &heartbeater{store: store, version: d.opts.Version, log: log, every: HeartbeatInterval(cfg.PollInterval), wake: make(chan struct{}, 1)}
+	if drv != nil {
+		hb.converged = drv.Converged
+	}
 	rec := reconcile.New(store, reconcile.Options{
 		ReplicaID:        cfg.ReplicaID,
 		PollInterval:     cfg.PollInterval,

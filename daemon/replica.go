@@ -14,7 +14,7 @@ import (
 // replicaDriver builds the driver of the replica beside this sidecar, or
 // returns nil when replica.url is empty. closeBus releases the bus
 // connections after the driver's Run has returned.
-func (d *Daemon) replicaDriver(cfg *config.Config, m *replica.Metrics) (drv *replica.Driver, closeBus func() error, err error) {
+func (d *Daemon) replicaDriver(cfg *config.Config, m *replica.Metrics, onSettle func()) (drv *replica.Driver, closeBus func() error, err error) {
 	if cfg.ReplicaURL == "" {
 		return nil, nil, nil
 	}
@@ -34,10 +34,11 @@ func (d *Daemon) replicaDriver(cfg *config.Config, m *replica.Metrics) (drv *rep
 		Origin: cfg.ReplicaOrigin,
 		// Sidecars notice a change up to a poll interval apart: a message
 		// another one sent that long before still told the replica.
-		Window:  max(replica.DefaultWindow, 2*cfg.PollInterval),
-		Metrics: m,
-		Logger:  d.log,
-		Shadow:  strings.EqualFold(cfg.ReplicaMode, "shadow"),
+		Window:   max(replica.DefaultWindow, 2*cfg.PollInterval),
+		Metrics:  m,
+		Logger:   d.log,
+		Shadow:   strings.EqualFold(cfg.ReplicaMode, "shadow"),
+		OnSettle: onSettle,
 	})
 	if err != nil {
 		_ = bus.Close()
