@@ -61,6 +61,11 @@ type Config struct {
 	ReplicaBusPrefix string
 	ReplicaOrigin    string
 
+	RestartCommand      []string // empty: restarts off
+	RestartAfter        time.Duration
+	RestartMinInterval  time.Duration
+	RestartLeaseTimeout time.Duration
+
 	// File is the file the configuration was read from ("" for none).
 	File string
 }

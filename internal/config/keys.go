@@ -41,6 +41,11 @@ const (
 	KeyReplicaBusURL    = "replica.bus.url"
 	KeyReplicaBusPrefix = "replica.bus.prefix"
 	KeyReplicaOrigin    = "replica.origin"
+
+	KeyRestartCommand      = "replica.restart.command"
+	KeyRestartAfter        = "replica.restart.after"
+	KeyRestartMinInterval  = "replica.restart.min_interval"
+	KeyRestartLeaseTimeout = "replica.restart.lease_timeout"
 )
 
 // DefaultStoreURL is the embedded SQLite store used when none is configured.
@@ -56,6 +61,9 @@ const (
 	MinPollInterval = 50 * time.Millisecond
 	// MinResyncInterval is the shortest resync.interval other than 0.
 	MinResyncInterval = time.Second
+	// MinRestartDuration is the shortest of the replica.restart.*
+	// durations: a restart takes seconds, a shorter bound means nothing.
+	MinRestartDuration = time.Second
 	// MinJournalRetention is the shortest journal.retention: pruning
 	// entries younger than a few polls would expire the replicas' cursors
 	// and make every one of them relist the whole store, again and again.
@@ -133,5 +141,13 @@ func declarations() []decl {
 			func(c *Config) *string { return &c.ReplicaBusPrefix }, checkBusPrefix),
 		bind(KeyReplicaOrigin, "", "originNode of the lane messages (default: reconciler:<replica_id>)",
 			func(c *Config) *string { return &c.ReplicaOrigin }).then(defaultReplicaOrigin),
+		bind(KeyRestartCommand, []string{}, "command (argv, no shell, a minimal environment) that restarts the replica when it holds stale entries no lane can update; one replica of the fleet at a time (empty: restarts off, stale entries name the remedy)",
+			func(c *Config) *[]string { return &c.RestartCommand }).then(restartNeedsReplica),
+		bind(KeyRestartAfter, "5m", "how long the replica holds stale entries before it is restarted (at least 1s)",
+			func(c *Config) *time.Duration { return &c.RestartAfter }, atLeastFor(MinRestartDuration)),
+		bind(KeyRestartMinInterval, "30m", "shortest time between two restarts of this replica (at least 1s)",
+			func(c *Config) *time.Duration { return &c.RestartMinInterval }, atLeastFor(MinRestartDuration)),
+		bind(KeyRestartLeaseTimeout, "10m", "bound of one restart: the fleet's restart lease expires this long after it was taken, whether the replica healed or its sidecar died (at least 1s)",
+			func(c *Config) *time.Duration { return &c.RestartLeaseTimeout }, atLeastFor(MinRestartDuration)),
 	}
 }
