@@ -44,6 +44,34 @@ func (d *Daemon) replicaDriver(cfg *config.Config, m *replica.Metrics) (drv *rep
 	return drv, bus.Close, nil
 }
 
+// restarter builds the Restarter of the driven replica (nil driver: none).
+// Without replica.restart.command it only reports: the node's readiness in
+// the heartbeats, a replica that applies no lane, the restart that stale
+// entries call for.
+func (d *Daemon) restarter(cfg *config.Config, drv *replica.Driver, store replica.RestartStore, m *replica.RestartMetrics, onChange func()) *replica.Restarter {
+	if drv == nil {
+		return nil
+	}
+	return replica.NewRestarter(drv, replica.RestartOptions{
+		ReplicaID:    cfg.ReplicaID,
+		Command:      cfg.RestartCommand,
+		After:        cfg.RestartAfter,
+		MinInterval:  cfg.RestartMinInterval,
+		LeaseTimeout: cfg.RestartLeaseTimeout,
+		Shadow:       restartShadow(cfg),
+		Store:        store,
+		Beat:         HeartbeatInterval(cfg.PollInterval),
+		OnChange:     onChange,
+		Metrics:      m,
+		Logger:       d.log,
+	})
+}
+
+// restartShadow: shadow mode reports the restart it would do and does not
+// do it. The seam of replica.mode (issue 23): once that key exists, this
+// is cfg.ReplicaMode == "shadow".
+func restartShadow(*config.Config) bool { return false }
+
 // withReplica adds the replica driver to the loop's notifier and the parts
 // the daemon runs.
 func withReplica(n reconcile.Notifier, runs []func(context.Context) error, drv *replica.Driver) (reconcile.Notifier, []func(context.Context) error) {
@@ -68,7 +96,17 @@ func (ns notifiers) Notify(cs reconcile.ChangeSet) {
 
 // replicaView is what the status API and drift reports show of the
 // replica (nil driver: nothing).
-type replicaView struct{ drv *replica.Driver }
+type replicaView struct {
+	drv *replica.Driver
+	rs  *replica.Restarter
+}
+
+// ReplicaSummary is the replica section of /v1/status (replica_sync): the
+// driver's counts and the restart.
+type ReplicaSummary struct {
+	replica.Report
+	Restart *replica.RestartReport `json:"restart,omitempty"`
+}
 
 // ItemReplica returns an entry's replica state (nil when not driven).
 func (v replicaView) ItemReplica(kind registry.Kind, key string) any {
@@ -87,7 +125,12 @@ func (v replicaView) ReplicaSummary() any {
 	if v.drv == nil {
 		return nil
 	}
-	return v.drv.Summary()
+	sum := ReplicaSummary{Report: v.drv.Summary()}
+	if v.rs != nil {
+		rep := v.rs.Report()
+		sum.Restart = &rep
+	}
+	return sum
 }
 
 // ReplicaDrift returns the replica part of a drift report (nil when not

@@ -68,10 +68,13 @@ type NodeRestart struct {
 	Reason string `json:"reason,omitempty"`
 	// Since is when the phase began.
 	Since time.Time `json:"since,omitzero"`
-	// LastAt is when the last restart began (zero: none); Count counts the
-	// restarts this sidecar ran since it started.
-	LastAt time.Time `json:"last_at,omitzero"`
-	Count  int       `json:"count,omitempty"`
+	// LastAt is when the last restart began (zero: none), LastResult and
+	// LastReason how it ended (done or failed; empty while in flight), and
+	// Count how many this replica id's sidecars ran.
+	LastAt     time.Time    `json:"last_at,omitzero"`
+	LastResult RestartPhase `json:"last_result,omitempty"`
+	LastReason string       `json:"last_reason,omitempty"`
+	Count      int          `json:"count,omitempty"`
 }
 
 // nodeJSON is the node column's text ("" for a node not reported).

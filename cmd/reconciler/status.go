@@ -2,13 +2,18 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
+	"io"
+	"strings"
 	"text/tabwriter"
 	"time"
 
 	"github.com/spf13/pflag"
 
+	"github.com/objectstack-fleet/reconciler/daemon"
 	"github.com/objectstack-fleet/reconciler/daemon/statusapi"
+	"github.com/objectstack-fleet/reconciler/drivers/replica"
 	"github.com/objectstack-fleet/reconciler/registry"
 	"github.com/objectstack-fleet/reconciler/snapshot"
 )
@@ -60,6 +65,7 @@ func runStatus(ctx context.Context, c *cli, fs *pflag.FlagSet) error {
 	for _, warn := range st.Warnings {
 		fmt.Fprintf(w, "WARNING\t%s\n", clean(warn))
 	}
+	printReplicaSync(w, raw, now)
 	fmt.Fprintf(w, "pending\t%d journal entries not visible yet\n", st.Stall.Pending)
 	if sb := st.Stall.Standby; sb != nil {
 		fmt.Fprintf(w, "standby\t%s\n", standbyLine(sb))
@@ -117,4 +123,55 @@ func standbyLine(sb *snapshot.Standby) string {
 		line += " (replay paused)"
 	}
 	return line
+}
+
+// printReplicaSync prints the replica section of a status: reachability,
+// counts per replica state, a replica that applies no lane message, and
+// the restart (planned, in flight, done, refused and why).
+func printReplicaSync(w io.Writer, raw []byte, now time.Time) {
+	var body struct {
+		ReplicaSync *daemon.ReplicaSummary `json:"replica_sync"`
+	}
+	if json.Unmarshal(raw, &body) != nil || body.ReplicaSync == nil {
+		return
+	}
+	rs := body.ReplicaSync
+	var counts []string
+	for _, s := range replica.States {
+		if n := rs.Counts[s]; n > 0 {
+			counts = append(counts, fmt.Sprintf("%d %s", n, s))
+		}
+	}
+	fmt.Fprintf(w, "replica node\treachable: %s, restarts noticed: %d, entries: %s\n", yesNo(rs.Reachable), rs.Restarts, dash(strings.Join(counts, ", ")))
+	r := rs.Restart
+	if r == nil {
+		return
+	}
+	if r.NoLanes != "" {
+		fmt.Fprintf(w, "WARNING\t%s\n", clean(r.NoLanes))
+	}
+	line := string(r.Phase)
+	switch {
+	case r.Shadow:
+		line += " (shadow mode)"
+	case !r.Enabled:
+		line += " (replica.restart.command not set)"
+	}
+	if !r.Since.IsZero() {
+		line += fmt.Sprintf(" for %s", age(now, r.Since))
+	}
+	if r.Reason != "" {
+		line += ": " + r.Reason
+	}
+	fmt.Fprintf(w, "restart\t%s\n", clean(line))
+	if !r.LastAt.IsZero() {
+		last := fmt.Sprintf("%s ago (%d in all)", age(now, r.LastAt), r.Count)
+		if r.LastResult != "" {
+			last += ", " + string(r.LastResult)
+			if r.LastReason != "" {
+				last += ": " + r.LastReason
+			}
+		}
+		fmt.Fprintf(w, "last restart\t%s\n", clean(last))
+	}
 }

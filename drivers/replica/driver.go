@@ -147,6 +147,7 @@ type Driver struct {
 	seen     map[string]time.Time // channel+address → when a message naming it was last seen
 	down     bool                 // the last health read failed
 	restarts int                  // replica restarts noticed
+	applied  int                  // entries a lane brought from nudged to in-sync since the replica (re)started
 	peerSeen time.Time            // when a message of another origin was last seen (zero: never)
 	wake     chan struct{}
 }
@@ -453,6 +454,9 @@ func (d *Driver) step(ctx context.Context, e *entry) {
 			out.status.Since = e.status.Since
 		} else {
 			out.status.Since = time.Now()
+		}
+		if e.status.State == StateNudged && out.status.State == StateInSync {
+			d.applied++
 		}
 		e.status = out.status
 	}
@@ -761,6 +765,7 @@ func (d *Driver) heal(ctx context.Context, uptime float64) {
 	now := time.Now()
 	d.mu.Lock()
 	d.restarts++
+	d.applied = 0
 	n := len(d.entries)
 	for _, e := range d.entries {
 		d.restartLocked(e, now, now)

@@ -158,7 +158,7 @@ func eventually(t *testing.T, what string, cond func() bool) {
 	deadline := time.Now().Add(30 * time.Second)
 	for !cond() {
 		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
+			t.Fatalf("timed out waiting for %s (last restart report %+v)", what, last.Load())
 		}
 		time.Sleep(10 * time.Millisecond)
 	}

@@ -15,9 +15,9 @@ import (
 	"github.com/objectstack-fleet/reconciler/drivers/replica/replicatest"
 )
 
-// startReplicaDaemon runs `reconciler run` beside node on the stack's
-// database, driving node through the stack's bus.
-func startReplicaDaemon(t *testing.T, stack *Stack, node *Node, busURL string) *Daemon {
+// startReplicaDaemon runs `reconciler run [args]` beside node on the
+// stack's database, driving node through the stack's bus.
+func startReplicaDaemon(t *testing.T, stack *Stack, node *Node, busURL string, args ...string) *Daemon {
 	t.Helper()
 	env := []string{
 		"RECONCILER_STORE_URL=" + stack.DatabaseURL,
@@ -29,7 +29,7 @@ func startReplicaDaemon(t *testing.T, stack *Stack, node *Node, busURL string) *
 		"RECONCILER_REPLICA_BUS_URL=" + busURL,
 		"OS_SECRET_KEY=" + stack.SecretKey,
 	}
-	d := StartDaemon(t, reconcilerBin, env)
+	d := StartDaemon(t, reconcilerBin, env, args...)
 	if err := poll(ReadyTimeout, 200*time.Millisecond, d.done, func() error {
 		status, _, err := d.Get("/readyz")
 		if err == nil && status != http.StatusOK {

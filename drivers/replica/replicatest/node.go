@@ -362,6 +362,10 @@ func (n *Node) serve(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	path := r.URL.Path
+	if path == "/api/v1/ready" {
+		writeJSON(w, 200, map[string]any{"status": "ready"})
+		return
+	}
 	if path == "/api/v1/health" {
 		writeJSON(w, 200, map[string]any{"status": "ok", "timestamp": time.Now().UTC(), "version": "17.4.0", "uptime": time.Since(booted).Seconds()})
 		return
