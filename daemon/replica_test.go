@@ -98,10 +98,33 @@ func TestReplicaDriven(t *testing.T) {
 		ReplicaSync struct {
 			Counts    map[string]int `json:"counts"`
 			Reachable bool           `json:"reachable"`
+			Restart   *struct {
+				Phase   string `json:"phase"`
+				Enabled bool   `json:"enabled"`
+			} `json:"restart"`
 		} `json:"replica_sync"`
 	}
 	if err := json.Unmarshal([]byte(get("/v1/status")), &st); err != nil || st.ReplicaSync.Counts["in-sync"] != 1 || !st.ReplicaSync.Reachable || st.Replica == "" {
 		t.Fatalf("/v1/status replica: %v %+v", err, st)
+	}
+	// Restarts are off without replica.restart.command; the heartbeat
+	// carries the node's readiness all the same.
+	if r := st.ReplicaSync.Restart; r == nil || r.Phase != "off" || r.Enabled {
+		t.Fatalf("/v1/status restart: %+v", r)
+	}
+	deadline = time.Now().Add(20 * time.Second)
+	for {
+		var node string
+		if err := store.QueryRow(`SELECT node FROM sys_reconciler_replica WHERE replica_id = 'unit'`).Scan(&node); err != nil && err != sql.ErrNoRows {
+			t.Fatal(err)
+		}
+		if strings.Contains(node, `"reported":true,"ready":true`) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("heartbeat node %q", node)
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
 	var dr struct {
 		ReplicaSync *struct {
@@ -145,7 +168,8 @@ func TestReplicaMetricsWithoutReplica(t *testing.T) {
 	b, _ := io.ReadAll(resp.Body)
 	resp.Body.Close()
 	for _, fam := range []string{"reconciler_replica_publishes_total", "reconciler_replica_verifications_total",
-		"reconciler_replica_restarts_total", "reconciler_replica_nudges_total", "reconciler_replica_bus_messages_total", "reconciler_replica_entries"} {
+		"reconciler_replica_restarts_total", "reconciler_replica_nudges_total", "reconciler_replica_bus_messages_total", "reconciler_replica_entries",
+		"reconciler_replica_restart_phase", "reconciler_replica_restart_runs_total", "reconciler_replica_restart_refusals_total", "reconciler_replica_no_lanes"} {
 		if !strings.Contains(string(b), fam) {
 			t.Errorf("/metrics lacks %s", fam)
 		}

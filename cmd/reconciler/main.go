@@ -49,7 +49,7 @@ type cli struct {
 }
 
 func commands() []*command {
-	return []*command{runCmd(), migrateCmd(), statusCmd(), itemsCmd(), driftCmd(), fleetCmd(), triggerCmd(), versionCmd()}
+	return []*command{runCmd(), migrateCmd(), statusCmd(), itemsCmd(), driftCmd(), fleetCmd(), triggerCmd(), requestRestartCmd(), versionCmd()}
 }
 
 // usageError is a mistake in the command line: exit code 2.

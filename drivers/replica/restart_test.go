@@ -39,7 +39,7 @@ type restartPeer struct {
 	side     sidecar
 	rs       *replica.Restarter
 	reg      *prometheus.Registry
-	requests string        // the file the restart command appends to
+	requests string       // the file the restart command appends to
 	restarts atomic.Int32 // restarts the command asked for
 }
 
@@ -399,5 +399,3 @@ func TestNoLanesNamed(t *testing.T) {
 		t.Fatalf("phase %q without a command", rep.Phase)
 	}
 }
-
-
