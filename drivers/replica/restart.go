@@ -484,10 +484,14 @@ func (r *Restarter) restart(ctx context.Context, lease snapshot.Lease, v view) {
 	}
 	t := time.NewTicker(r.opts.Interval)
 	defer t.Stop()
+	var readyAt time.Time // when the restarted node first answered ready
 	for {
 		now := r.observe(ctx)
 		node := r.Node()
 		noticed := now.restarts > v.restarts
+		if noticed && node.Ready && readyAt.IsZero() {
+			readyAt = time.Now()
+		}
 		if noticed && node.Ready && now.pending == 0 && now.nudged == 0 {
 			var left []registry.Ref
 			for _, ref := range now.stale {
@@ -499,7 +503,8 @@ func (r *Restarter) restart(ctx context.Context, lease snapshot.Lease, v view) {
 				r.finish(ctx, lease, snapshot.RestartFailed, "uncleared", fmt.Sprintf("the restart did not clear %s: not repeated before replica.restart.min_interval (%s)", staleWhat(left), r.opts.MinInterval), start)
 				return
 			}
-			r.finish(ctx, lease, snapshot.RestartDone, "done", fmt.Sprintf("restarted and healed in %s; %d stale entries in-sync", time.Since(start).Round(time.Second), len(v.stale)), start)
+			r.finish(ctx, lease, snapshot.RestartDone, "done", fmt.Sprintf("restarted and healed in %s (ready again after %s); %d stale entries in-sync",
+				time.Since(start).Round(time.Second), readyAt.Sub(start).Round(time.Second), len(v.stale)), start)
 			return
 		}
 		if !time.Now().Before(deadline) {
