@@ -2,7 +2,7 @@
 GO      ?= go
 BIN     := bin/reconciler
 
-.PHONY: build dist run test test-objectstack bench chaos lint clean
+.PHONY: build dist run test test-deps test-objectstack bench chaos lint clean
 
 # staticcheck is pinned: a new release must not turn CI red on its own.
 STATICCHECK := honnef.co/go/tools/cmd/staticcheck@v0.8.2
@@ -23,14 +23,21 @@ dist:
 run: build
 	scripts/demo.sh
 
+# The tools the tests run: installed with apt-get when missing and make runs
+# as root, else the run fails at once naming the packages.
+test-deps:
+	scripts/test-deps.sh test
+
 # Lint first (a finding fails the run), then the tests with -race. Uses
 # RECONCILER_TEST_DATABASE_URL when set, else a private throwaway PostgreSQL.
-test: lint
+test: test-deps lint
 	scripts/with-postgres.sh $(GO) test -race -count=1 -timeout 15m $(RACE_PKGS)
 
-# Boots real ObjectStack 17.4.0 nodes (needs Node.js 20+, npm, redis-server;
-# the pinned npm install is cached by scripts/objectstack/install.sh).
+# Boots real ObjectStack 17.4.0 nodes (needs Node.js 20+, npm, redis-server,
+# installed like test-deps; the pinned npm install is cached by
+# scripts/objectstack/install.sh).
 test-objectstack:
+	scripts/test-deps.sh objectstack
 	scripts/with-postgres.sh $(GO) test -tags objectstack -count=1 -p 1 -timeout 15m -v ./e2e/objectstack/...
 
 bench: build

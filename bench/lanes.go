@@ -21,6 +21,7 @@ import (
 	"github.com/objectstack-fleet/reconciler/drivers/replica"
 	"github.com/objectstack-fleet/reconciler/drivers/replica/replicatest"
 	"github.com/objectstack-fleet/reconciler/reconcile"
+	"github.com/objectstack-fleet/reconciler/registry"
 	"github.com/objectstack-fleet/reconciler/snapshot"
 )
 
@@ -303,7 +304,7 @@ func (sc *laneSidecar) close() {
 func (sc *laneSidecar) inSync(ctx context.Context, n int, within time.Duration) error {
 	deadline := time.Now().Add(within)
 	for {
-		if c := sc.drv.Counts(); c[replica.StateInSync] >= n {
+		if c := sc.drv.Counts(); c[registry.ReplicaInSync] >= n {
 			return nil
 		}
 		if time.Now().After(deadline) {

@@ -49,23 +49,27 @@ func conf(m map[string]any, key string, v any) {
 
 // baseConfig is what every daemon of the suite runs with: fast polls, a
 // free port, debug logs in JSON (so that the canary search sees the most).
+// The phases delete in bulk on purpose (random deletes under load,
+// impostors, huge rows), so the eviction guard is off; the guard's own
+// phase (guard_test.go) turns it on.
 func baseConfig(id, storeURL string) map[string]any {
 	m := map[string]any{}
 	for k, v := range map[string]any{
-		"replica_id":        id,
-		"store.url":         storeURL,
-		"poll.interval":     "100ms",
-		"poll.jitter":       "20ms",
-		"resync.interval":   "0s",
-		"hint.listen":       true,
-		"apply.concurrency": 4,
-		"apply.timeout":     "5s",
-		"journal.retention": "24h",
-		"drift.schedule":    "@every 2s",
-		"drift.dir":         "./drift",
-		"status.listen":     "127.0.0.1:0",
-		"log.level":         "debug",
-		"log.format":        "json",
+		"replica_id":          id,
+		"store.url":           storeURL,
+		"poll.interval":       "100ms",
+		"poll.jitter":         "20ms",
+		"resync.interval":     "0s",
+		"hint.listen":         true,
+		"apply.concurrency":   4,
+		"apply.timeout":       "5s",
+		"journal.retention":   "24h",
+		"drift.schedule":      "@every 2s",
+		"drift.dir":           "./drift",
+		"status.listen":       "127.0.0.1:0",
+		"log.level":           "debug",
+		"log.format":          "json",
+		"guard.max_evictions": "off",
 	} {
 		conf(m, k, v)
 	}

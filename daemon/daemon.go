@@ -196,7 +196,12 @@ func (d *Daemon) Run(ctx context.Context) error {
 	}
 	defer func() { stop.within("closing the store", stop.deadline(), log, store.Close) }()
 	pctx, cancel := context.WithTimeout(ctx, startupTimeout)
-	err = PrepareStore(pctx, store, d.opts.Migrate, log)
+	if d.opts.Migrate {
+		err = CheckPlatform(pctx, store)
+	}
+	if err == nil {
+		err = PrepareStore(pctx, store, d.opts.Migrate, log)
+	}
 	cancel()
 	if err != nil {
 		return d.startFailed(ctx, err)
@@ -228,6 +233,10 @@ func (d *Daemon) Run(ctx context.Context) error {
 		defer closeBus()
 	}
 	notifier, notifyRunners = withReplica(notifier, notifyRunners, drv)
+	mats, err := materializers(cfg, log)
+	if err != nil {
+		return err
+	}
 	hb := &heartbeater{store: store, version: d.opts.Version, log: log, every: HeartbeatInterval(cfg.PollInterval), wake: make(chan struct{}, 1)}
 	rs := d.restarter(cfg, drv, store, restartMetrics, hb.poke)
 	if rs != nil {
@@ -241,7 +250,7 @@ func (d *Daemon) Run(ctx context.Context) error {
 		ApplyConcurrency: cfg.ApplyConcurrency,
 		ApplyTimeout:     cfg.ApplyTimeout,
 		StopTimeout:      loopStopTimeout,
-		Materializers:    materializers(cfg, log),
+		Materializers:    mats,
 		Secrets:          secrets,
 		CodeObjects:      cfg.CodeObjects,
 		Limits:           limits(cfg),
@@ -251,6 +260,7 @@ func (d *Daemon) Run(ctx context.Context) error {
 		Logger:           log,
 		OnPass:           hb.onPass,
 		ReplicaDrift:     replicaView{drv: drv}.ReplicaDrift,
+		Guard:            guardOptions(cfg, store),
 	})
 	hb.status = rec
 	ops := newOpsMetrics(reg, d.opts.Version, rec.Status)
@@ -269,8 +279,10 @@ func (d *Daemon) Run(ctx context.Context) error {
 		Store:      snapshot.RedactURL(cfg.StoreURL),
 		Replica:    replicaView{drv: drv, rs: rs},
 		Fleet:      fleetReader(store, cfg.PollInterval),
+		Guard:      rec,
 		Warnings:   hb.warnings,
 		Logger:     log,
+		Control:    rec,
 	}))
 	if err != nil {
 		return fmt.Errorf("%s: %w", config.KeyStatusListen, err)
@@ -441,6 +453,20 @@ func PrepareStore(ctx context.Context, store snapshot.Store, migrate bool, log *
 		return fmt.Errorf("check store schema: %w", err)
 	}
 	return checkStandby(ctx, store)
+}
+
+// CheckPlatform refuses a PostgreSQL database that has tables of its own
+// but no sys_metadata (snapshot.ErrNotPlatform): migrating it would
+// create the platform's tables where no node looks. Other stores pass.
+func CheckPlatform(ctx context.Context, store snapshot.Store) error {
+	c, ok := store.(interface{ CheckPlatform(context.Context) error })
+	if !ok {
+		return nil
+	}
+	if err := store.Ping(ctx); err != nil {
+		return fmt.Errorf("store unreachable: %w", err)
+	}
+	return c.CheckPlatform(ctx)
 }
 
 // checkStandby refuses a store.read_url that is not a hot standby of

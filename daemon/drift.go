@@ -113,7 +113,7 @@ func (w *driftWriter) writeNow(ctx context.Context) (reconcile.DriftReport, erro
 		slog.Bool("clean", rep.Clean()),
 		slog.Int("desired", s.Desired), slog.Int("ready", s.Ready), slog.Int("not_ready", s.NotReady),
 		slog.Int("signature_mismatch", s.SignatureMismatch), slog.Int("orphans", s.Orphans),
-		slog.Int("missing", s.Missing), slog.Int("checksum_mismatches", s.ChecksumMismatches),
+		slog.Int("missing", s.Missing), slog.Int("checksum_mismatches", s.ChecksumMismatches), slog.Int("guarded", s.Guarded),
 		slog.Int("blockers", len(rep.Stall.Blockers)), slog.Float64("lag_seconds", rep.LagSeconds),
 		slog.String("file", filepath.Join(dir, name)))
 	return rep, errors.Join(errs...)

@@ -101,43 +101,37 @@ type replicaView struct {
 	rs  *replica.Restarter
 }
 
-// ReplicaSummary is the replica section of /v1/status (replica_sync): the
-// driver's counts and the restart.
-type ReplicaSummary struct {
-	replica.Report
-	Restart *replica.RestartReport `json:"restart,omitempty"`
-}
-
 // ItemReplica returns an entry's replica state (nil when not driven).
-func (v replicaView) ItemReplica(kind registry.Kind, key string) any {
+func (v replicaView) ItemReplica(kind registry.Kind, key string) *registry.ReplicaStatus {
 	if v.drv == nil {
 		return nil
 	}
 	if st, ok := v.drv.Status(kind, key); ok {
-		return st
+		return &st
 	}
 	return nil
 }
 
 // ReplicaSummary returns the replica's counts for /v1/status (nil when
 // not driven).
-func (v replicaView) ReplicaSummary() any {
+func (v replicaView) ReplicaSummary() *registry.ReplicaReport {
 	if v.drv == nil {
 		return nil
 	}
-	sum := ReplicaSummary{Report: v.drv.Summary()}
+	r := v.drv.Summary()
 	if v.rs != nil {
 		rep := v.rs.Report()
-		sum.Restart = &rep
+		r.Restart = &rep
 	}
-	return sum
+	return &r
 }
 
 // ReplicaDrift returns the replica part of a drift report (nil when not
 // driven).
-func (v replicaView) ReplicaDrift() any {
+func (v replicaView) ReplicaDrift() *registry.ReplicaReport {
 	if v.drv == nil {
 		return nil
 	}
-	return v.drv.Drift()
+	r := v.drv.Drift()
+	return &r
 }

@@ -6,6 +6,10 @@ import (
 	"fmt"
 	"log/slog"
 	"math"
+	"net"
+	"net/url"
+	"slices"
+	"strings"
 
 	"github.com/objectstack-fleet/reconciler/drivers/connector"
 	"github.com/objectstack-fleet/reconciler/drivers/datasource"
@@ -21,13 +25,52 @@ import (
 
 // materializers returns the materializer of every kind that needs one
 // (credential entries need none).
-func materializers(cfg *config.Config, log *slog.Logger) map[registry.Kind]reconcile.Materializer {
-	return map[registry.Kind]reconcile.Materializer{
-		registry.KindConnector: connector.New(connector.Options{Logger: log, MaxSpecBytes: int64(cfg.MaxSpecBytes), Limits: limits(cfg)}),
-		registry.KindDatasource: datasource.New(datasource.Options{Logger: log, SQLiteDir: cfg.SQLiteDir,
-			MaxConns: int32(min(cfg.MaxConns, math.MaxInt32))}),
-		registry.KindEngine: engine.New(engine.Options{Logger: log, Limits: limits(cfg)}),
+func materializers(cfg *config.Config, log *slog.Logger) (map[registry.Kind]reconcile.Materializer, error) {
+	hosts, err := connector.ParseHostPolicy(hostPolicy(cfg))
+	if err != nil {
+		return nil, err
 	}
+	return map[registry.Kind]reconcile.Materializer{
+		registry.KindConnector: connector.New(connector.Options{Logger: log, MaxSpecBytes: int64(cfg.MaxSpecBytes), Limits: limits(cfg), Hosts: hosts}),
+		registry.KindDatasource: datasource.New(datasource.Options{Logger: log, SQLiteDir: cfg.SQLiteDir,
+			MaxConns: int32(min(cfg.MaxConns, math.MaxInt32)), MaxTotalConns: cfg.MaxTotalConns, AllowLocal: cfg.AllowLocal}),
+		registry.KindEngine: engine.New(engine.Options{Logger: log, Limits: limits(cfg)}),
+	}, nil
+}
+
+// hostPolicy is connector.allow_hosts and connector.deny_hosts, the deny
+// list with what is always denied: link-local addresses (the cloud
+// metadata address among them), this daemon's status address, and the
+// store's and the bus's host:port. Loopback and private addresses stay
+// allowed (the demo's upstream is on 127.0.0.1).
+func hostPolicy(cfg *config.Config) connector.HostPolicy {
+	deny := append(slices.Clone(connector.DefaultDenyHosts), cfg.DenyHosts...)
+	if host, port, err := net.SplitHostPort(cfg.StatusListen); err == nil && port != "0" {
+		deny = append(deny, net.JoinHostPort(host, port))
+		if ip := net.ParseIP(host); host == "localhost" || host == "" || ip != nil && (ip.IsLoopback() || ip.IsUnspecified()) {
+			deny = append(deny, net.JoinHostPort("127.0.0.1", port), net.JoinHostPort("::1", port))
+		}
+	}
+	for _, raw := range []string{cfg.StoreURL, cfg.StoreReadURL, cfg.ReplicaBusURL} {
+		u, err := url.Parse(raw)
+		if err != nil || u.Hostname() == "" {
+			continue
+		}
+		port := u.Port()
+		switch {
+		case port != "":
+		case u.Scheme == "redis" || u.Scheme == "rediss":
+			port = "6379"
+		case u.Scheme == "postgres" || u.Scheme == "postgresql":
+			port = "5432"
+		default:
+			continue
+		}
+		for _, h := range strings.Split(u.Hostname(), ",") {
+			deny = append(deny, net.JoinHostPort(h, port))
+		}
+	}
+	return connector.HostPolicy{Allow: cfg.AllowHosts, Deny: deny}
 }
 
 // limits are the caps of one metadata body.
@@ -116,4 +159,11 @@ func (f fanOut) Notify(cs reconcile.ChangeSet) {
 	for _, t := range f {
 		t.Notify(cs)
 	}
+}
+
+// guardOptions configure the eviction guard; the store keeps its pending
+// evictions per replica id and carries the fleet's releases.
+func guardOptions(cfg *config.Config, store snapshot.Store) reconcile.GuardOptions {
+	lim, _ := config.ParseMaxEvictions(cfg.GuardMaxEvictions) // validated at load
+	return reconcile.GuardOptions{Off: lim.Off, Max: lim.Count, Percent: lim.Percent, Window: cfg.GuardWindow, Store: store}
 }

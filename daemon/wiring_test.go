@@ -28,7 +28,11 @@ func TestConfiguredCapsReachMaterializers(t *testing.T) {
 	b := `{"provider":"openapi","providerConfig":{"baseUrl":"` + up.URL + `","specUrl":"/openapi.json"},"auth":{"type":"none"},"enabled":true}`
 	d := reconcile.Desired{Kind: registry.KindConnector, Key: "crm", Revision: 1, Body: json.RawMessage(b),
 		Metadata: &snapshot.MetadataRow{ID: "m1", Type: "connector", Name: "crm", State: "active", Metadata: json.RawMessage(b), Revision: 1}}
-	inst, err := materializers(cfg, slog.New(slog.DiscardHandler))[registry.KindConnector].Materialize(context.Background(), d)
+	mats, err := materializers(cfg, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	inst, err := mats[registry.KindConnector].Materialize(context.Background(), d)
 	if err == nil {
 		inst.Close()
 		t.Fatal("a 4 KiB answer passed a 2 KiB cap")
@@ -39,7 +43,7 @@ func TestConfiguredCapsReachMaterializers(t *testing.T) {
 	// engine.max_body_bytes caps a connector's body too.
 	big := `{"provider":"rest","providerConfig":{"baseUrl":"` + up.URL + `","notes":"` + strings.Repeat("x", 8192) + `"},"auth":{"type":"none"},"enabled":true}`
 	d.Body, d.Metadata.Metadata = json.RawMessage(big), json.RawMessage(big)
-	inst, err = materializers(cfg, slog.New(slog.DiscardHandler))[registry.KindConnector].Materialize(context.Background(), d)
+	inst, err = mats[registry.KindConnector].Materialize(context.Background(), d)
 	if err == nil {
 		inst.Close()
 		t.Fatal("an 8 KiB body passed a 4 KiB cap")
@@ -112,5 +116,42 @@ func TestSecretOpener(t *testing.T) {
 	}
 	if _, err := opener("not-a-key"); err == nil || !strings.Contains(err.Error(), "secrets.key_env: environment variable "+keyEnv) {
 		t.Fatalf("a variable that is not a key: %v", err)
+	}
+}
+
+// TestHostPolicyWired: connector rows naming the status address, the
+// store's and the bus's host:port, a link-local address or a host of
+// connector.deny_hosts are held naming the key; a loopback upstream of the
+// demo's kind stays allowed.
+func TestHostPolicyWired(t *testing.T) {
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { _, _ = w.Write([]byte("ok")) }))
+	defer up.Close()
+	cfg := testConfig(t, "connector:\n  deny_hosts: [\"10.1.2.0/24\"]\n")
+	cfg.StoreURL, cfg.StatusListen, cfg.ReplicaBusURL = "postgres://u@127.0.0.1:5999/x", "127.0.0.1:9998", "redis://127.0.0.1:6390"
+	mats, err := materializers(cfg, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for base, want := range map[string]string{
+		"http://127.0.0.1:9998/v1/drift": "(connector.deny_hosts)",
+		"http://localhost:9998/v1/items": "(connector.deny_hosts)",
+		"http://127.0.0.1:5999/":         "(connector.deny_hosts)",
+		"http://127.0.0.1:6390/":         "(connector.deny_hosts)",
+		"http://169.254.169.254/latest":  "(connector.deny_hosts)",
+		"http://10.1.2.3:80/":            "(connector.deny_hosts)",
+		up.URL:                           "",
+	} {
+		b := `{"provider":"rest","providerConfig":{"baseUrl":"` + base + `"},"auth":{"type":"none"},"enabled":true}`
+		d := reconcile.Desired{Kind: registry.KindConnector, Key: "c", Revision: 1, Body: json.RawMessage(b)}
+		inst, err := mats[registry.KindConnector].Materialize(context.Background(), d)
+		reason := ""
+		if err == nil {
+			inst.Close()
+		} else {
+			_, reason = reconcile.Classify(err)
+		}
+		if want == "" && err != nil || want != "" && (err == nil || !strings.Contains(reason, want)) {
+			t.Errorf("%s: %v, want %q", base, err, want)
+		}
 	}
 }

@@ -240,7 +240,7 @@ func TestVerifyChecksum(t *testing.T) {
 		if tt.ok != (err == nil) {
 			t.Errorf("%s: VerifyChecksum = %v", tt.name, err)
 		}
-		if !tt.ok && (!errors.Is(err, metadata.ErrChecksum) || !errors.Is(err, metadata.ErrInvalid) || err.Error() != "checksum mismatch") {
+		if !tt.ok && (!errors.Is(err, metadata.ErrChecksum) || !errors.Is(err, metadata.ErrInvalid) || !strings.HasPrefix(err.Error(), "checksum mismatch (stored ")) {
 			t.Errorf("%s: error %v is not a checksum mismatch", tt.name, err)
 		}
 	}

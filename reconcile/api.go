@@ -17,9 +17,14 @@ type Options struct {
 	ResyncInterval   time.Duration // anti-entropy relist; default 10m; <0 disables
 	ApplyConcurrency int           // default 4
 	ApplyTimeout     time.Duration // default 30s
-	StallAge         time.Duration // open transactions older than this are reported; default 5×PollInterval
-	RetryBase        time.Duration // first retry delay of a degraded entry; default 5s
-	RetryMax         time.Duration // retry delay cap; default 300s
+	// PassBudget is how long a pass waits for a kind's connector or
+	// datasource materializations; those still running then finish in the
+	// background, so slow upstreams do not hold back other work. Default:
+	// PollInterval, at least 1s.
+	PassBudget time.Duration
+	StallAge   time.Duration // open transactions older than this are reported; default 5×PollInterval
+	RetryBase  time.Duration // first retry delay of a degraded entry; default 5s
+	RetryMax   time.Duration // retry delay cap; default 300s
 	// StopTimeout bounds how long Run takes to return once its context
 	// ends, whatever a materializer does; default 3s.
 	StopTimeout time.Duration
@@ -36,6 +41,10 @@ type Options struct {
 	// Secrets opens sys_secret rows; nil leaves every sys_secret credential
 	// held ("no secret key configured").
 	Secrets SecretOpener
+	// Owners records which organization each connector credential ref
+	// serves, for the whole fleet; nil: the Source's, when it records
+	// them (a snapshot.Store does), else the loop's memory only.
+	Owners CredentialOwners
 	// CodeObjects are object names the platform defines in code: references
 	// to them resolve without a row (as do names beginning with "sys_").
 	CodeObjects []string
@@ -52,9 +61,12 @@ type Options struct {
 	// OnPass, if set, is called after every pass (from the loop goroutine;
 	// must not block for long).
 	OnPass func(PassResult)
+	// Guard configures the eviction guard (guard.max_evictions,
+	// guard.window); the zero value guards with the defaults.
+	Guard GuardOptions
 	// ReplicaDrift, if set, gives the replica part of drift reports (what
 	// the replica beside this sidecar does not serve yet).
-	ReplicaDrift func() any
+	ReplicaDrift func() *registry.ReplicaReport
 }
 
 // Trigger names why a pass ran (label of reconciler_passes_total).
@@ -72,6 +84,7 @@ const (
 	TriggerRegressed   Trigger = "regressed"
 	TriggerRetry       Trigger = "retry"
 	TriggerRecovered   Trigger = "recovered"
+	TriggerItemRetry   Trigger = "item_retry" // Retry: reconciler retry, POST /v1/item/retry
 )
 
 // PassResult describes one pass.
@@ -100,6 +113,8 @@ type Status struct {
 	// Stall names open writing transactions holding back changes.
 	Stall  snapshot.Stall `json:"stall"`
 	Passes int64          `json:"passes"`
+	// Guard is the eviction guard: the evictions it keeps from happening.
+	Guard GuardStatus `json:"guard"`
 	// Abandoned counts the calls into materializers (Materialize past
 	// apply.timeout or cut at a stop, Close past its bound) that the loop
 	// stopped waiting for and that have not returned yet.
@@ -126,29 +141,34 @@ type DriftSummary struct {
 	Orphans            int `json:"orphans"`
 	Missing            int `json:"missing"`
 	ChecksumMismatches int `json:"checksum_mismatches"`
+	// Guarded counts the evictions the eviction guard holds back.
+	Guarded int `json:"guarded"`
 }
 
 // DriftReport says what differs between the desired rows and this
 // replica's registries. It never contains a secret.
 type DriftReport struct {
-	Replica            string         `json:"replica"`
-	At                 time.Time      `json:"at"`
-	Cursor             string         `json:"cursor"`
-	LagSeconds         float64        `json:"lag_seconds"`
-	Summary            DriftSummary   `json:"summary"`
-	NotReady           []DriftItem    `json:"not_ready"`
-	SignatureMismatch  []DriftItem    `json:"signature_mismatch"`
-	Orphans            []DriftItem    `json:"orphans"`
-	Missing            []DriftItem    `json:"missing"`
-	ChecksumMismatches []DriftItem    `json:"checksum_mismatches"`
-	Stall              snapshot.Stall `json:"stall"`
+	Replica            string       `json:"replica"`
+	At                 time.Time    `json:"at"`
+	Cursor             string       `json:"cursor"`
+	LagSeconds         float64      `json:"lag_seconds"`
+	Summary            DriftSummary `json:"summary"`
+	NotReady           []DriftItem  `json:"not_ready"`
+	SignatureMismatch  []DriftItem  `json:"signature_mismatch"`
+	Orphans            []DriftItem  `json:"orphans"`
+	Missing            []DriftItem  `json:"missing"`
+	ChecksumMismatches []DriftItem  `json:"checksum_mismatches"`
+	// Guarded are the entries whose rows are gone but that the eviction
+	// guard keeps serving.
+	Guarded []DriftItem    `json:"guarded"`
+	Stall   snapshot.Stall `json:"stall"`
 	// ReplicaSync is what the replica beside this sidecar does not serve
 	// as the rows say (absent when no replica is driven).
-	ReplicaSync any `json:"replica_sync,omitempty"`
+	ReplicaSync *registry.ReplicaReport `json:"replica_sync,omitempty"`
 }
 
 // Clean reports whether the report found no drift.
 func (d DriftReport) Clean() bool {
 	s := d.Summary
-	return s.NotReady+s.SignatureMismatch+s.Orphans+s.Missing+s.ChecksumMismatches == 0 && len(d.Stall.Blockers) == 0
+	return s.NotReady+s.SignatureMismatch+s.Orphans+s.Missing+s.ChecksumMismatches+s.Guarded == 0 && len(d.Stall.Blockers) == 0
 }

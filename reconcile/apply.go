@@ -44,6 +44,8 @@ type outcome struct {
 	// dropInstance: a dependency hold closes the live instance too (a
 	// cleared credential must stop being used).
 	dropInstance bool
+	// until: a held entry is retried once this is closed (HeldUntil).
+	until <-chan struct{}
 }
 
 // target is an entry to apply: its ref and, if the caller has it at hand,
@@ -81,16 +83,25 @@ func (r *Reconciler) apply(ctx context.Context, refs []target, rows func(*node) 
 		}
 	})
 	kept := steps[:0]
+	guardCleared := false
 	for i := range steps {
 		st, p := steps[i], &priors[i]
+		if st.node != nil && r.inflight[st.ref] {
+			r.redo[st.ref] = true // planned again once its call lands (late.go)
+			continue
+		}
 		if st.node == nil {
-			if p.had {
+			if p.had && !r.guard.holds(st.ref) {
 				evictions = append(evictions, st.ref)
 			}
 			continue
 		}
 		if st.sig == "" {
-			continue // row vanished between reads: the next poll sees its delete
+			continue // row vanished between reads (or a guarded entry's ghost): the next poll sees its delete
+		}
+		if r.guard.holds(st.ref) {
+			r.clearGuard(ctx, st.ref) // its row is back: nothing was evicted
+			guardCleared = true
 		}
 		switch {
 		case !p.had:
@@ -106,6 +117,9 @@ func (r *Reconciler) apply(ctx context.Context, refs []target, rows func(*node) 
 			continue
 		}
 		kept = append(kept, st)
+	}
+	if guardCleared {
+		r.publishGuard()
 	}
 	clear(steps[len(kept):]) // let go of the nodes and rows left out
 	steps = kept
@@ -123,8 +137,10 @@ func (r *Reconciler) apply(ctx context.Context, refs []target, rows func(*node) 
 	var t tally
 	for _, st := range steps {
 		if st.action == ActionCreate {
-			r.regs.Of(st.ref.Kind).Put(registry.Entry{Key: st.ref.Key, Revision: st.rev,
-				State: registry.StatePending, Reason: "not tried yet", Since: now})
+			e := registry.Entry{Key: st.ref.Key, Revision: st.rev,
+				State: registry.StatePending, Reason: reasonNotTried, Since: now}
+			e.History.Add(now, e.State, e.Reason, e.Revision) // history starts at creation
+			r.regs.Of(st.ref.Kind).Put(e)
 			t.move(st.ref.Kind, "", registry.StatePending)
 		}
 	}
@@ -238,6 +254,18 @@ func (r *Reconciler) applyKind(ctx context.Context, steps []step, changes []Chan
 		for i := range steps {
 			out[i] = r.materializeCredential(steps[i])
 		}
+	} else if backgrounded(steps[0].ref.Kind) {
+		// Prepared here: the calls may outlast the pass (late.go), and
+		// preparing reads the model.
+		prep := make([]prepared, len(steps))
+		for i := range steps {
+			m, d, o, ok := r.prepareStep(ctx, steps[i])
+			prep[i] = prepared{m: m, d: d, call: ok}
+			if !ok {
+				out[i] = o
+			}
+		}
+		return r.applyBudgeted(ctx, steps, out, prep, changes)
 	} else {
 		r.guarded(ctx, len(steps), r.opts.ApplyConcurrency,
 			func(i int) (Materializer, Desired, bool) {
@@ -290,6 +318,10 @@ func materialized(inst registry.Instance, err error) outcome {
 	}
 	if class != ClassTransient {
 		o.state = registry.StateHeld
+		var f *Failure
+		if errors.As(err, &f) {
+			o.until = f.Until
+		}
 	}
 	if o.result == "" {
 		o.result = string(o.state)
@@ -309,6 +341,7 @@ func (r *Reconciler) record(ctx context.Context, st step, o outcome, now time.Ti
 		e = registry.Entry{Kind: st.ref.Kind, Key: st.ref.Key, KeyParts: cur.KeyParts, Revision: st.rev, Signature: st.sig,
 			State: o.state, Reason: o.reason, Since: now}
 		if existed {
+			e.History = cur.History
 			prevState = cur.State
 			if cur.State == o.state {
 				e.Since = cur.Since
@@ -330,12 +363,18 @@ func (r *Reconciler) record(ctx context.Context, st step, o outcome, now time.Ti
 			e.Attempts++
 			e.RetryAt = now.Add(r.retryBackoff(e.Attempts))
 		}
+		e.History.Add(now, e.State, e.Reason, e.Revision)
 		*cur = e
 	})
 	if o.state == registry.StateDegraded {
 		r.retries[st.ref] = e.RetryAt
 	} else if len(r.retries) > 0 {
 		delete(r.retries, st.ref)
+	}
+	if o.until != nil {
+		r.waits[st.ref] = o.until
+	} else if len(r.waits) > 0 {
+		delete(r.waits, st.ref)
 	}
 	t.move(st.ref.Kind, prevState, e.State)
 	if toClose != nil {
@@ -374,6 +413,7 @@ func (r *Reconciler) touch(ref registry.Ref, rev int64, sig string) {
 func (r *Reconciler) evict(ctx context.Context, ref registry.Ref) Change {
 	e, _ := r.regs.Of(ref.Kind).Delete(ref.Key)
 	delete(r.retries, ref)
+	delete(r.waits, ref)
 	r.count(ref.Kind, e.State, "")
 	r.closeInstance(ctx, ref.Kind, ref.Key, e.Instance)
 	r.metrics.Evictions.WithLabelValues(string(ref.Kind)).Inc()
@@ -466,6 +506,9 @@ func (r *Reconciler) flush(t *tally) {
 		r.metrics.Items.WithLabelValues(string(mv.kind), string(mv.to)).Set(float64(r.status.Counts[mv.kind][mv.to]))
 	}
 }
+
+// reasonNotTried is the reason of a pending entry.
+const reasonNotTried = "not tried yet"
 
 // bulkLogThreshold is the number of changes above which an apply logs a
 // summary instead of a line per routine change.

@@ -64,7 +64,7 @@ func BenchmarkReconcile100k(b *testing.B) {
 				b.ReportAllocs()
 				for b.Loop() {
 					r := New(s, opts)
-					r.applyAll(ctx, all, nil)
+					_, _ = r.applyAll(ctx, all, nil)
 					b.StopTimer()
 					r.shutdown(DefaultStopTimeout)
 					b.StartTimer()

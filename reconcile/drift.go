@@ -20,10 +20,11 @@ func (r *Reconciler) Drift(ctx context.Context) (DriftReport, error) {
 	}
 	st := r.Status()
 	rep := DriftReport{Replica: r.opts.ReplicaID, At: time.Now().UTC(), Cursor: st.Cursor.String(), LagSeconds: st.LagSeconds,
-		NotReady: []DriftItem{}, SignatureMismatch: []DriftItem{}, Orphans: []DriftItem{}, Missing: []DriftItem{}, ChecksumMismatches: []DriftItem{}}
+		NotReady: []DriftItem{}, SignatureMismatch: []DriftItem{}, Orphans: []DriftItem{}, Missing: []DriftItem{}, ChecksumMismatches: []DriftItem{}, Guarded: []DriftItem{}}
 	rows := make(rowSet, all.Len())
 	rows.add(all)
 	m := r.buildModel(all, nil)
+	m.owners = r.ownersSnapshot()
 	for ref, n := range m.nodes {
 		rep.Summary.Desired++
 		sig := signature(n, rows[n.addr], m)
@@ -40,7 +41,11 @@ func (r *Reconciler) Drift(ctx context.Context) (DriftReport, error) {
 		for _, e := range r.regs.Of(k).List(nil) {
 			ref := registry.Ref{Kind: e.Kind, Key: e.Key}
 			if _, ok := m.nodes[ref]; !ok {
-				rep.Orphans = append(rep.Orphans, driftItem(e, 0))
+				if e.Guarded {
+					rep.Guarded = append(rep.Guarded, driftItem(e, 0))
+				} else {
+					rep.Orphans = append(rep.Orphans, driftItem(e, 0))
+				}
 				continue
 			}
 			if e.State == registry.StateReady {
@@ -70,7 +75,7 @@ func (r *Reconciler) Drift(ctx context.Context) (DriftReport, error) {
 	if stall, err := r.src.Stall(ctx, st.Cursor, r.opts.StallAge); err == nil {
 		rep.Stall = stall
 	}
-	for _, s := range [][]DriftItem{rep.NotReady, rep.SignatureMismatch, rep.Orphans, rep.Missing, rep.ChecksumMismatches} {
+	for _, s := range [][]DriftItem{rep.NotReady, rep.SignatureMismatch, rep.Orphans, rep.Missing, rep.ChecksumMismatches, rep.Guarded} {
 		sortItems(s)
 	}
 	rep.Summary.NotReady = len(rep.NotReady)
@@ -78,11 +83,13 @@ func (r *Reconciler) Drift(ctx context.Context) (DriftReport, error) {
 	rep.Summary.Orphans = len(rep.Orphans)
 	rep.Summary.Missing = len(rep.Missing)
 	rep.Summary.ChecksumMismatches = len(rep.ChecksumMismatches)
+	rep.Summary.Guarded = max(len(rep.Guarded), st.Guard.Held)
 	r.metrics.DriftItems.WithLabelValues("not_ready").Set(float64(rep.Summary.NotReady))
 	r.metrics.DriftItems.WithLabelValues("signature_mismatch").Set(float64(rep.Summary.SignatureMismatch))
 	r.metrics.DriftItems.WithLabelValues("orphans").Set(float64(rep.Summary.Orphans))
 	r.metrics.DriftItems.WithLabelValues("missing").Set(float64(rep.Summary.Missing))
 	r.metrics.DriftItems.WithLabelValues("checksum_mismatches").Set(float64(rep.Summary.ChecksumMismatches))
+	r.metrics.DriftItems.WithLabelValues("guarded").Set(float64(rep.Summary.Guarded))
 	if r.opts.ReplicaDrift != nil {
 		rep.ReplicaSync = r.opts.ReplicaDrift()
 	}

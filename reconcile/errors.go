@@ -33,6 +33,10 @@ type Failure struct {
 	Class  Class
 	Reason string
 	Err    error // the cause, for errors.Is/As; not shown
+	// Until, on a held failure, is closed when trying again may succeed
+	// (a shared resource was freed): the loop then retries the entry once
+	// at its next poll. nil: held until its signature changes.
+	Until <-chan struct{}
 }
 
 func (f *Failure) Error() string { return f.Reason }
@@ -48,6 +52,12 @@ func Refused(err error, format string, args ...any) error {
 // Invalid reports that the entry cannot work as written: held.
 func Invalid(err error, format string, args ...any) error {
 	return &Failure{Class: ClassInvalid, Reason: fmt.Sprintf(format, args...), Err: err}
+}
+
+// HeldUntil reports that the entry cannot get a resource shared with other
+// entries (a global budget): held, and retried once when until is closed.
+func HeldUntil(until <-chan struct{}, err error, format string, args ...any) error {
+	return &Failure{Class: ClassInvalid, Reason: fmt.Sprintf(format, args...), Err: err, Until: until}
 }
 
 // Transient reports a failure worth retrying: degraded.

@@ -17,12 +17,15 @@ type Metrics struct {
 	PassDuration     prometheus.Histogram
 	Relists          *prometheus.CounterVec // reason
 	StoreErrors      prometheus.Counter
-	DriftItems       *prometheus.GaugeVec // section
-	Abandoned        prometheus.Gauge     // calls the loop stopped waiting for, still running
+	DriftItems       *prometheus.GaugeVec   // section
+	Abandoned        prometheus.Gauge       // calls the loop stopped waiting for, still running
+	Retries          *prometheus.CounterVec // kind, cause (backoff|requested)
+	Revalidations    *prometheus.CounterVec // kind, result (ready|degraded|held)
+	GuardedEvictions *prometheus.GaugeVec   // kind: evictions the guard holds back
 }
 
 // DriftSections are the section labels of reconciler_drift_items.
-var DriftSections = []string{"not_ready", "signature_mismatch", "orphans", "missing", "checksum_mismatches", "blockers"}
+var DriftSections = []string{"not_ready", "signature_mismatch", "orphans", "missing", "checksum_mismatches", "guarded", "blockers"}
 
 // NewMetrics creates the metrics and registers them with reg (nil: not
 // registered, still usable).
@@ -64,20 +67,41 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Name: "reconciler_abandoned_goroutines",
 			Help: "Calls into materializers (Materialize, Close) the loop stopped waiting for that have not returned yet.",
 		}),
+		GuardedEvictions: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "reconciler_guarded_evictions",
+			Help: "Evictions the eviction guard holds back (the entries keep serving) by kind, until their rows come back or a release.",
+		}, []string{"kind"}),
+		Retries: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "reconciler_retries_total",
+			Help: "Entries materialized again without a change of their rows, by kind and cause (backoff of a degraded entry, or requested).",
+		}, []string{"kind", "cause"}),
+		Revalidations: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "reconciler_revalidations_total",
+			Help: "Ready entries checked again (revalidate.interval), by kind and result.",
+		}, []string{"kind", "result"}),
 	}
 	// Every series exists from the start at zero, so that dashboards and
 	// alerts never see a missing series.
 	for _, k := range registry.Kinds {
 		m.Evictions.WithLabelValues(string(k))
+		m.GuardedEvictions.WithLabelValues(string(k))
 		for _, r := range []string{"ready", "degraded", "held", "panic", "timeout"} {
 			m.Materializations.WithLabelValues(string(k), r)
 		}
 		for _, st := range registry.States {
 			m.Items.WithLabelValues(string(k), string(st))
 		}
+		for _, c := range []string{RetryBackoff, RetryRequested} {
+			m.Retries.WithLabelValues(string(k), c)
+		}
+	}
+	for _, k := range []registry.Kind{registry.KindConnector, registry.KindDatasource} {
+		for _, res := range []string{"ready", "degraded", "held"} {
+			m.Revalidations.WithLabelValues(string(k), res)
+		}
 	}
 	for _, t := range []Trigger{TriggerStart, TriggerPoll, TriggerHint, TriggerManual, TriggerResync,
-		TriggerAntiEntropy, TriggerExpired, TriggerRegressed, TriggerRetry, TriggerRecovered} {
+		TriggerAntiEntropy, TriggerExpired, TriggerRegressed, TriggerRetry, TriggerRecovered, TriggerItemRetry} {
 		m.Passes.WithLabelValues(string(t))
 		m.Relists.WithLabelValues(string(t))
 	}
@@ -86,7 +110,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	}
 	if reg != nil {
 		reg.MustRegister(m.Materializations, m.Evictions, m.Passes, m.Items, m.CursorLag,
-			m.PollDuration, m.PassDuration, m.Relists, m.StoreErrors, m.DriftItems, m.Abandoned)
+			m.PollDuration, m.PassDuration, m.Relists, m.StoreErrors, m.DriftItems, m.Abandoned, m.Retries, m.Revalidations, m.GuardedEvictions)
 	}
 	return m
 }

@@ -56,6 +56,8 @@ type node struct {
 	// Credentials only: the value, or why it cannot be used.
 	secret snapshot.Secret
 	hold   string
+	// scope is a sys_secret's organization, namespace and key (trust.go).
+	scope *secretScope
 	// fault is why the body cannot be used at all (it is held with it).
 	fault string
 	// body is the digest of the body this node was parsed from (bodySum),
@@ -75,6 +77,9 @@ type model struct {
 	bySym      map[string][]*node
 	dependents map[string]map[registry.Ref]struct{}
 	code       []string // object names defined in code, besides sys_*
+	// owners binds connector credential keys to the organization they
+	// serve (trust.go); replaced, never changed in place.
+	owners map[string]string
 }
 
 // newModel returns an empty model with room for about size nodes.
@@ -438,10 +443,11 @@ func credentialNode(row *snapshot.CredentialRow) *node {
 func secretNode(row *snapshot.SecretRow, open SecretOpener) *node {
 	key := registry.SecretKey(row.ID)
 	n := &node{
-		ref:  registry.Ref{Kind: registry.KindCredential, Key: key},
-		addr: snapshot.Address{Table: snapshot.TableSecret, Key: row.ID},
-		rev:  row.Revision,
-		sym:  symOf(registry.KindCredential, "", key),
+		ref:   registry.Ref{Kind: registry.KindCredential, Key: key},
+		addr:  snapshot.Address{Table: snapshot.TableSecret, Key: row.ID},
+		rev:   row.Revision,
+		sym:   symOf(registry.KindCredential, "", key),
+		scope: scopeOf(row),
 	}
 	if open == nil {
 		n.hold = "secret " + row.ID + " cannot be decrypted: no secret key configured"
@@ -504,6 +510,9 @@ func signature(n *node, row rowOf, m *model) string {
 		}
 		h.str(dn.ref.Key)
 		h.int(dn.rev)
+		if w.kind == registry.KindCredential {
+			h.str(m.ownerOf(w.name)) // who may use it (trust.go)
+		}
 		// A borrowed connector's credential is part of the borrower.
 		if dn.ref.Kind == registry.KindConnector {
 			for _, cw := range dn.wants {
@@ -512,6 +521,7 @@ func signature(n *node, row rowOf, m *model) string {
 					if ok {
 						h.str(cr.ref.Key)
 						h.int(cr.rev)
+						h.str(m.ownerOf(cw.name))
 					} else {
 						h.str("")
 						h.int(-1)

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"time"
 
 	"github.com/objectstack-fleet/reconciler/registry"
@@ -30,6 +31,9 @@ func (s rowSet) find(n *node) (rowOf, bool) {
 // relisted finds the row of a node built from all by buildModel.
 func relisted(all *snapshot.Rows) func(n *node) (rowOf, bool) {
 	return func(n *node) (rowOf, bool) {
+		if n.at < 0 { // a guarded entry's ghost: no row
+			return rowOf{}, false
+		}
 		switch n.addr.Table {
 		case snapshot.TableMetadata:
 			return rowOf{meta: &all.Metadata[n.at]}, true
@@ -104,6 +108,7 @@ func (r *Reconciler) buildModel(all snapshot.Rows, parsed []*node) *model {
 // pass runs one pass. It returns an error only when the store failed; the
 // cursor then stays where it was.
 func (r *Reconciler) pass(ctx context.Context, trig Trigger, relist bool) error {
+	r.land(ctx)
 	start := time.Now()
 	res := PassResult{Trigger: trig, At: start, Relist: relist}
 	var err error
@@ -111,6 +116,9 @@ func (r *Reconciler) pass(ctx context.Context, trig Trigger, relist bool) error 
 		res.Changes, err = r.relistPass(ctx, trig)
 	} else {
 		res.Changes, err = r.pollPass(ctx, &res)
+	}
+	if err == nil {
+		res.Changes = append(res.Changes, r.guardPass(ctx)...)
 	}
 	res.Duration = time.Since(start)
 	res.Cursor = r.cursor
@@ -154,6 +162,9 @@ func (r *Reconciler) pass(ctx context.Context, trig Trigger, relist bool) error 
 	}
 	if r.opts.OnPass != nil {
 		r.opts.OnPass(res)
+	}
+	if r.retryQ.pending() && err == nil {
+		r.signal(flagRetry) // asked for during a relist: a poll pass takes them
 	}
 	return err
 }
@@ -205,8 +216,22 @@ func (r *Reconciler) pollPass(ctx context.Context, res *PassResult) ([]Change, e
 				forced = make(map[registry.Ref]bool)
 			}
 			forced[ref] = true
+			r.metrics.Retries.WithLabelValues(string(ref.Kind), RetryBackoff).Inc()
 		}
 	}
+	for ref, until := range r.waits {
+		select {
+		case <-until:
+			if forced == nil {
+				forced = make(map[registry.Ref]bool)
+			}
+			forced[ref] = true
+			delete(r.waits, ref)
+		default:
+		}
+	}
+	forced, asked := r.takeRetries(forced)
+	defer retried(asked) // once applied, or failed: the callers look again
 	if len(addrs) == 0 && len(forced) == 0 {
 		r.cursor = next
 		return nil, nil
@@ -232,7 +257,17 @@ func (r *Reconciler) applyDelta(ctx context.Context, addrs []snapshot.Address, f
 	}
 	seen := make(map[snapshot.Address]bool, len(addrs))
 	affected := make(map[registry.Ref]bool)
-	syms := make(map[string]bool) // symbols whose candidates changed
+	syms := make(map[string]bool)  // symbols whose candidates changed
+	creds := make(map[string]bool) // connector credentials named by a changed row
+	named := func(n *node) {
+		for _, w := range n.wants {
+			if w.kind == registry.KindCredential && !isSecretKey(w.name) {
+				creds[w.name] = true
+			}
+		}
+	}
+	var gone []evictionCand // entries whose rows went
+	r.modelMu.Lock()
 	for _, addr := range addrs {
 		if seen[addr] {
 			continue
@@ -244,11 +279,14 @@ func (r *Reconciler) applyDelta(ctx context.Context, addrs []snapshot.Address, f
 			n = r.nodeFor(row)
 		}
 		if had && (n == nil || n.ref != oldRef) {
-			if old := r.model.nodes[oldRef]; old != nil {
+			old := r.model.nodes[oldRef]
+			if old != nil {
 				syms[old.sym] = true
+				named(old)
 			}
 			r.model.remove(oldRef)
 			affected[oldRef] = true
+			gone = append(gone, evictionCand{ref: oldRef, old: old})
 		}
 		if n == nil {
 			continue
@@ -260,8 +298,27 @@ func (r *Reconciler) applyDelta(ctx context.Context, addrs []snapshot.Address, f
 		if old == nil || old.rev != n.rev || old.hold != n.hold || old.fault != n.fault || !sameWants(old.wants, n.wants) {
 			affected[n.ref] = true
 			syms[n.sym] = true
+			if old != nil {
+				named(old)
+			}
+			named(n)
 		}
 		r.model.put(n)
+	}
+	// Entries whose rows went and whose key no row claims now are
+	// evictions: the guard may keep them (as ghosts in the model).
+	gone = slices.DeleteFunc(gone, func(c evictionCand) bool { return r.model.nodes[c.ref] != nil })
+	r.modelMu.Unlock()
+	r.guardEvictions(ctx, gone)
+	if len(creds) > 0 {
+		rebound, err := r.settleOwners(ctx, creds)
+		if err != nil {
+			r.relistReason = TriggerRecovered // the model moved ahead of the registries
+			return nil, err
+		}
+		for _, key := range rebound {
+			syms[symOf(registry.KindCredential, "", key)] = true
+		}
 	}
 	dirty := make(map[registry.Ref]bool, len(affected)+len(forced))
 	for ref := range affected {
@@ -315,13 +372,22 @@ func (r *Reconciler) relistPass(ctx context.Context, trig Trigger) ([]Change, er
 		restoreGC = raiseGC(r.opts.SyncGCPercent)
 	}
 	all, cur, parsed, err := r.relistRows(ctx)
+	if err == nil {
+		err = r.loadGuard(ctx) // once, before the first relist applies
+	}
 	if err != nil {
 		restoreGC()
 		r.relistReason = trig
 		return nil, fmt.Errorf("relist (%s): %w", trig, err)
 	}
 	r.metrics.Relists.WithLabelValues(string(trig)).Inc()
-	changes := r.applyAll(ctx, all, parsed)
+	r.guard.noteStore(trig, cur)
+	changes, err := r.applyAll(ctx, all, parsed)
+	if err != nil {
+		restoreGC()
+		r.relistReason = trig
+		return nil, fmt.Errorf("relist (%s): %w", trig, err)
+	}
 	restoreGC() // before Synced: a synced process runs at its own setting
 	r.cursor = cur
 	r.relistReason = ""
@@ -347,21 +413,40 @@ func (r *Reconciler) relistRows(ctx context.Context) (snapshot.Rows, snapshot.Cu
 // applyAll rebuilds the model from every row (parsed: the metadata rows'
 // nodes if already built) and applies every entry whose signature
 // changed, evicting what is no longer desired.
-func (r *Reconciler) applyAll(ctx context.Context, all snapshot.Rows, parsed []*node) []Change {
-	r.model = r.buildModel(all, parsed)
-	// Every desired entry, and every entry of the registries besides.
-	refs := make([]target, 0, len(r.model.nodes))
-	for ref, n := range r.model.nodes {
-		refs = append(refs, target{ref, n})
-	}
+func (r *Reconciler) applyAll(ctx context.Context, all snapshot.Rows, parsed []*node) ([]Change, error) {
+	prev := r.model
+	m := r.buildModel(all, parsed)
+	r.modelMu.Lock()
+	r.model = m
+	r.modelMu.Unlock()
+	// Entries of the registries no row claims any more are evictions: the
+	// guard may keep them (as ghosts in the model).
+	var gone []evictionCand
 	for _, k := range registry.Kinds {
 		for _, key := range r.regs.Of(k).Keys() {
 			if ref := (registry.Ref{Kind: k, Key: key}); r.model.nodes[ref] == nil {
-				refs = append(refs, target{ref: ref})
+				gone = append(gone, evictionCand{ref: ref, old: prev.nodes[ref]})
 			}
 		}
 	}
-	return r.apply(ctx, refs, relisted(&all), nil)
+	r.guardEvictions(ctx, gone)
+	if err := r.loadOwners(ctx); err != nil {
+		return nil, err
+	}
+	if _, err := r.settleOwners(ctx, nil); err != nil {
+		return nil, err
+	}
+	// Every desired entry, and every entry of the registries besides.
+	refs := make([]target, 0, len(r.model.nodes)+len(gone))
+	for ref, n := range r.model.nodes {
+		refs = append(refs, target{ref, n})
+	}
+	for _, c := range gone {
+		if r.model.nodes[c.ref] == nil {
+			refs = append(refs, target{ref: c.ref})
+		}
+	}
+	return r.apply(ctx, refs, relisted(&all), nil), nil
 }
 
 func sameWants(a, b []want) bool {

@@ -107,7 +107,9 @@ func TestConvergence(t *testing.T) {
 		seed := uint64(time.Now().UnixNano())
 		t.Logf("seed %d", seed)
 		rng := rand.New(rand.NewPCG(seed, 7))
-		b := start(t, s, url, Options{ResyncInterval: -1})
+		// Random writes delete in bulk on purpose (over the guard's
+		// window): guard.max_evictions off.
+		b := start(t, s, url, Options{ResyncInterval: -1, Guard: GuardOptions{Off: true}})
 		for batch := 0; batch < 12; batch++ {
 			for i := 0; i < 25; i++ {
 				randomWrite(b, rng)

@@ -3,6 +3,7 @@ package reconcile
 import (
 	"context"
 	"log/slog"
+	"maps"
 	"math/rand/v2"
 	"os"
 	"sync"
@@ -30,6 +31,8 @@ const (
 	flagHint uint32 = 1 << iota
 	flagTrigger
 	flagResync
+	flagRetry
+	flagLate // a materialization that outlasted its pass returned (late.go)
 )
 
 // Reconciler runs the loop over one store. Create it with New; call Run once.
@@ -44,18 +47,33 @@ type Reconciler struct {
 	flags  atomic.Uint32
 	synced chan struct{}
 
-	// Owned by the Run goroutine.
+	// Owned by the Run goroutine, which changes the model only while
+	// holding modelMu; readers on other goroutines (Explain) hold it
+	// for reading.
+	modelMu      sync.RWMutex
 	model        *model
 	cursor       snapshot.Cursor
 	relistReason Trigger // non-empty: the next pass must relist
 	retries      map[registry.Ref]time.Time
+	waits        map[registry.Ref]<-chan struct{} // held until a shared resource frees (HeldUntil)
+	flights      []*flight                        // batches outlasting their pass (late.go)
+	inflight     map[registry.Ref]bool            // entries of those batches not landed yet
+	redo         map[registry.Ref]bool            // in flight and changed meanwhile
 	lastStall    time.Time
 	bulk         bool // the apply in flight is large: routine per-entry lines go to debug
 
 	abandoned *abandoned // calls the loop stopped waiting for
+	retryQ    retryQueue // retries asked for (Retry)
 
-	mu     sync.Mutex // guards the fields below (read by Status)
-	status Status
+	guard        *guardState // owned by the Run goroutine (status under mu)
+	releaseAsked atomic.Bool // POST /v1/guard/release: the next pass releases
+
+	// owners records credential bindings (trust.go); nil: the model's only.
+	owners CredentialOwners
+
+	mu         sync.Mutex // guards the fields below (read by Status)
+	status     Status
+	ownersView map[string]string // the model's owners, for views beside the loop
 }
 
 // Source is the store as the loop reads it (a snapshot.Store is one).
@@ -111,14 +129,23 @@ func New(src Source, opts Options) *Reconciler {
 		synced:       make(chan struct{}),
 		model:        newModel(opts.CodeObjects, 0),
 		retries:      make(map[registry.Ref]time.Time),
+		waits:        make(map[registry.Ref]<-chan struct{}),
+		inflight:     make(map[registry.Ref]bool),
+		redo:         make(map[registry.Ref]bool),
 		relistReason: TriggerStart,
 		abandoned:    newAbandoned(metrics.Abandoned),
+		guard:        newGuardState(opts.Guard),
+		owners:       opts.Owners,
+	}
+	if r.owners == nil {
+		r.owners, _ = src.(CredentialOwners)
 	}
 	r.status.Replica = opts.ReplicaID
 	r.status.Counts = make(map[registry.Kind]map[registry.State]int)
 	for _, k := range registry.Kinds {
 		r.status.Counts[k] = make(map[registry.State]int)
 	}
+	r.publishGuard()
 	return r
 }
 
@@ -198,6 +225,7 @@ func (r *Reconciler) Status() Status {
 		lp := *s.LastPass
 		s.LastPass = &lp
 	}
+	s.Guard.Kinds = maps.Clone(s.Guard.Kinds)
 	s.Abandoned = r.abandoned.count()
 	return s
 }
@@ -221,7 +249,11 @@ func (r *Reconciler) Run(ctx context.Context) error {
 	defer func() {
 		abandon()
 		<-watched
-		r.shutdown(r.opts.StopTimeout - drain)
+		budget := r.opts.StopTimeout - drain
+		fctx, cancel := context.WithTimeout(context.Background(), budget/4)
+		r.dropFlights(fctx)
+		cancel()
+		r.shutdown(budget - budget/4)
 	}()
 
 	timer := time.NewTimer(0)
@@ -240,6 +272,9 @@ func (r *Reconciler) Run(ctx context.Context) error {
 		}
 		now = time.Now()
 		flags := r.flags.Swap(0)
+		if flags&flagLate != 0 {
+			r.land(passCtx)
+		}
 		trig, relist := r.decide(now, flags, nextPoll, nextResync)
 		if trig == "" {
 			r.resetTimer(timer, r.nextDue(nextPoll, nextResync, storeFailures > 0))
@@ -270,6 +305,8 @@ func (r *Reconciler) decide(now time.Time, flags uint32, nextPoll, nextResync ti
 		return TriggerResync, true
 	case r.opts.ResyncInterval > 0 && !now.Before(nextResync):
 		return TriggerAntiEntropy, true
+	case flags&flagRetry != 0:
+		return TriggerItemRetry, false
 	case flags&flagTrigger != 0:
 		return TriggerManual, false
 	case flags&flagHint != 0:

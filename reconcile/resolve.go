@@ -28,7 +28,7 @@ func (r *Reconciler) desired(st step) (Desired, string) {
 		dep, ok := r.model.resolveNode(n, w)
 		switch w.kind {
 		case registry.KindCredential:
-			ref, secret, hold := r.credential(n, w)
+			ref, secret, hold := r.credential(n, n, w)
 			if hold != "" {
 				return d, hold
 			}
@@ -43,7 +43,7 @@ func (r *Reconciler) desired(st step) (Desired, string) {
 				if cw.kind != registry.KindCredential {
 					continue
 				}
-				ref, secret, hold := r.credential(dep, cw)
+				ref, secret, hold := r.credential(n, dep, cw)
 				if hold != "" {
 					return d, hold
 				}
@@ -67,13 +67,24 @@ func (r *Reconciler) desired(st step) (Desired, string) {
 	return d, ""
 }
 
-// credential resolves a credential want of n: its display name, value, or
-// why it cannot be used.
-func (r *Reconciler) credential(n *node, w want) (string, snapshot.Secret, string) {
+// credential resolves a credential want of holder for user (holder
+// itself, or a datasource borrowing holder's credential): its display
+// name, value, or why it cannot be used. The trust rules (trust.go) come
+// before the credential's own state, so a refused entry learns nothing of
+// it.
+func (r *Reconciler) credential(user, holder *node, w want) (string, snapshot.Secret, string) {
 	name := credentialName(w.name)
-	cn, ok := r.model.resolveNode(n, w)
+	cn, ok := r.model.resolveNode(holder, w)
 	if !ok {
 		return name, snapshot.Secret{}, "credential " + name + " is missing"
+	}
+	if why := r.model.credentialUse(holder, w.name, cn); why != "" {
+		return name, snapshot.Secret{}, why
+	}
+	if user != holder {
+		if why := r.model.credentialUse(user, w.name, cn); why != "" {
+			return name, snapshot.Secret{}, why
+		}
 	}
 	if cn.hold != "" {
 		return name, snapshot.Secret{}, cn.hold

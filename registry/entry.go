@@ -79,8 +79,13 @@ type Entry struct {
 	Attempts int `json:"attempts,omitempty"`
 	// RetryAt is when a degraded entry is retried next.
 	RetryAt time.Time `json:"retry_at,omitzero"`
+	// Guarded: the entry's row is gone but the eviction guard keeps it
+	// serving (Reason says why) until the row comes back or a release.
+	Guarded bool `json:"guarded,omitempty"`
 	// Instance is the live instance, nil when none serves.
 	Instance Instance `json:"-"`
+	// History is the entry's last transitions (GET /v1/item shows them).
+	History History `json:"-"`
 }
 
 // Ref is the address of an entry across registries.

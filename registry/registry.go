@@ -11,6 +11,10 @@ type Registry struct {
 	kind    Kind
 	mu      sync.RWMutex
 	entries map[string]*Entry
+	// sorted are the keys in order, built by the first Page after a key
+	// came or went (nil: to be built), so that a page costs what it
+	// shows, not a sort of every key.
+	sorted []string
 }
 
 // New returns an empty registry of kind k.
@@ -26,7 +30,9 @@ func (r *Registry) Get(key string) (Entry, bool) {
 	if !ok {
 		return Entry{}, false
 	}
-	return *e, true
+	out := *e
+	out.History = e.History.clip()
+	return out, true
 }
 
 // Put stores a copy of e under e.Key. The key's parts are filled in from
@@ -41,7 +47,11 @@ func (r *Registry) Put(e Entry) {
 	r.mu.Lock()
 	// One probe: an entry already stored is replaced (the registry hands
 	// out copies, never its pointers).
+	n := len(r.entries)
 	r.entries[e.Key] = stored
+	if len(r.entries) != n {
+		r.sorted = nil
+	}
 	r.mu.Unlock()
 }
 
@@ -59,6 +69,7 @@ func (r *Registry) Upsert(key string, fn func(e *Entry, existed bool)) {
 			e.KeyParts = p
 		}
 		r.entries[key] = e
+		r.sorted = nil
 	}
 	parts := e.KeyParts
 	fn(e, ok)
@@ -96,6 +107,7 @@ func (r *Registry) Delete(key string) (Entry, bool) {
 		return Entry{}, false
 	}
 	delete(r.entries, key)
+	r.sorted = nil
 	return *e, true
 }
 
@@ -125,10 +137,45 @@ func (r *Registry) List(filter func(*Entry) bool) []Entry {
 	for _, e := range r.entries {
 		if filter == nil || filter(e) {
 			out = append(out, *e)
+			out[len(out)-1].History = e.History.clip()
 		}
 	}
 	r.mu.RUnlock()
 	sort.Slice(out, func(i, j int) bool { return out[i].Key < out[j].Key })
+	return out
+}
+
+// Page appends to out copies of the entries matching filter (nil: all)
+// whose keys sort after after ("": from the first), in key order, until
+// out holds limit entries (limit <= 0: no limit), and returns it. The
+// first page after keys came or went sorts them once; later pages cost
+// what they skip and show.
+func (r *Registry) Page(out []Entry, after string, limit int, filter func(*Entry) bool) []Entry {
+	r.mu.Lock() // may build the order
+	defer r.mu.Unlock()
+	if r.sorted == nil || len(r.sorted) != len(r.entries) {
+		keys := make([]string, 0, len(r.entries))
+		for k := range r.entries {
+			keys = append(keys, k)
+		}
+		sort.Strings(keys)
+		r.sorted = keys
+	}
+	i := 0
+	if after != "" {
+		i = sort.SearchStrings(r.sorted, after)
+		if i < len(r.sorted) && r.sorted[i] == after {
+			i++
+		}
+	}
+	for ; i < len(r.sorted) && (limit <= 0 || len(out) < limit); i++ {
+		e := r.entries[r.sorted[i]]
+		if filter == nil || filter(e) {
+			c := *e
+			c.History = e.History.clip()
+			out = append(out, c)
+		}
+	}
 	return out
 }
 
@@ -162,6 +209,65 @@ func (s *Set) List(k Kind, st State) []Entry {
 	return out
 }
 
+// Query selects entries for Set.Page. Zero fields select everything.
+type Query struct {
+	Kind  Kind  // one kind
+	State State // one state
+	// Org, Type and Package select by the key's parts; "-" selects the
+	// entries without that part.
+	Org, Type, Package string
+	// After resumes after the entry of kind AfterKind under key After
+	// (apply order, then key); Limit caps the page (<= 0: no cap).
+	AfterKind Kind
+	After     string
+	Limit     int
+}
+
+func (q *Query) match(e *Entry) bool {
+	return (q.State == "" || e.State == q.State) && part(q.Org, e.Org) && part(q.Type, e.Type) &&
+		part(q.Package, e.Package)
+}
+
+func part(want, got string) bool {
+	switch want {
+	case "":
+		return true
+	case "-":
+		return got == ""
+	}
+	return want == got
+}
+
+// Page returns the entries q selects, ordered by kind (apply order) then
+// key, resuming after q's cursor and at most q.Limit of them.
+func (s *Set) Page(q Query) []Entry {
+	var out []Entry
+	started := q.AfterKind == ""
+	for _, kind := range Kinds {
+		if !started {
+			if kind != q.AfterKind {
+				continue
+			}
+			started = true
+		}
+		if q.Kind != "" && kind != q.Kind {
+			continue
+		}
+		if q.Limit > 0 && len(out) >= q.Limit {
+			break
+		}
+		after := ""
+		if kind == q.AfterKind {
+			after = q.After
+		}
+		out = s.byKind[kind].Page(out, after, q.Limit, q.match)
+	}
+	if out == nil {
+		out = []Entry{}
+	}
+	return out
+}
+
 // View is a read-only view of a Set: readers see the live entries (as
 // copies) and cannot change them.
 type View struct{ s *Set }
@@ -189,3 +295,6 @@ func (v View) Len(k Kind) int {
 
 // List is Set.List.
 func (v View) List(k Kind, st State) []Entry { return v.s.List(k, st) }
+
+// Page is Set.Page.
+func (v View) Page(q Query) []Entry { return v.s.Page(q) }

@@ -1,8 +1,11 @@
 package registry
 
 import (
+	"fmt"
+	"strings"
 	"sync"
 	"testing"
+	"time"
 )
 
 func TestSetListAndCounts(t *testing.T) {
@@ -108,5 +111,74 @@ func TestUpsert(t *testing.T) {
 	want := KeyParts{Org: "org1", Type: "object", Name: "a", Package: "p"}
 	if !ok || e.Kind != KindEngine || e.Key != "org1:object/a@p" || e.KeyParts != want || e.State != StateReady || e.Revision != 2 || r.Len() != 1 {
 		t.Fatalf("got %+v (ok %v, len %d)", e, ok, r.Len())
+	}
+}
+
+// Pages walk the entries in kind then key order, resuming after a cursor,
+// with filters on the key's parts; a key that comes or goes between pages
+// is seen (or not) as its place says.
+func TestSetPage(t *testing.T) {
+	s := NewSet()
+	for _, k := range []string{"object/b", "object/a", "view/c", "o1:object/d", "object/e@crm"} {
+		s.Of(KindEngine).Put(Entry{Key: k, State: StateReady})
+	}
+	s.Of(KindConnector).Put(Entry{Key: "crm", State: StateHeld})
+	keys := func(es []Entry) string {
+		var b []string
+		for _, e := range es {
+			b = append(b, string(e.Kind)+"/"+e.Key)
+		}
+		return strings.Join(b, " ")
+	}
+	for _, tc := range []struct {
+		q    Query
+		want string
+	}{
+		{Query{}, "connector/crm engine/o1:object/d engine/object/a engine/object/b engine/object/e@crm engine/view/c"},
+		{Query{Limit: 2}, "connector/crm engine/o1:object/d"},
+		{Query{Limit: 2, AfterKind: KindEngine, After: "o1:object/d"}, "engine/object/a engine/object/b"},
+		{Query{AfterKind: KindConnector, After: "crm", Limit: 1}, "engine/o1:object/d"},
+		{Query{Type: "object", Org: "-"}, "engine/object/a engine/object/b engine/object/e@crm"},
+		{Query{Package: "crm"}, "engine/object/e@crm"},
+		{Query{Org: "o1"}, "engine/o1:object/d"},
+		{Query{State: StateHeld}, "connector/crm"},
+		{Query{Kind: KindEngine, Limit: 1, AfterKind: KindEngine, After: "object/b"}, "engine/object/e@crm"},
+	} {
+		if got := keys(s.Page(tc.q)); got != tc.want {
+			t.Errorf("%+v: %s, want %s", tc.q, got, tc.want)
+		}
+	}
+	first := s.Page(Query{Kind: KindEngine, Limit: 2})
+	s.Of(KindEngine).Put(Entry{Key: "object/aa"})
+	s.Of(KindEngine).Delete("object/b")
+	rest := s.Page(Query{Kind: KindEngine, AfterKind: KindEngine, After: first[len(first)-1].Key})
+	if got := keys(rest); got != "engine/object/aa engine/object/e@crm engine/view/c" {
+		t.Errorf("after a change: %s", got)
+	}
+}
+
+// A copy's history is its own: adding to it never shows in the stored
+// entry, nor the stored entry's additions in an earlier copy.
+func TestHistoryCopies(t *testing.T) {
+	r := New(KindEngine)
+	at := time.Unix(1700000000, 0)
+	r.Upsert("object/a", func(e *Entry, _ bool) { e.History.Add(at, StatePending, "not tried yet", 1) })
+	cp, _ := r.Get("object/a")
+	cp.History.Add(at, StateHeld, "copy", 1)
+	r.Upsert("object/a", func(e *Entry, _ bool) { e.History.Add(at.Add(time.Second), StateReady, "", 1) })
+	got, _ := r.Get("object/a")
+	if h := got.History.List(); len(h) != 2 || h[1].State != StateReady || !h[1].At.Equal(at.Add(time.Second)) {
+		t.Errorf("stored history: %+v", h)
+	}
+	if h := cp.History.List(); len(h) != 2 || h[1].Reason != "copy" {
+		t.Errorf("copy's history: %+v", h)
+	}
+	r.Upsert("object/a", func(e *Entry, _ bool) { e.History.Add(at, StateReady, "", 1) }) // the same again: no transition
+	for i := range 2 * HistoryLen {
+		r.Upsert("object/a", func(e *Entry, _ bool) { e.History.Add(at, StateDegraded, fmt.Sprint(i), 2) })
+	}
+	got, _ = r.Get("object/a")
+	if h := got.History.List(); len(h) != HistoryLen || h[len(h)-1].Reason != fmt.Sprint(2*HistoryLen-1) {
+		t.Errorf("bounded history: %d kept, last %+v", len(h), h[len(h)-1])
 	}
 }

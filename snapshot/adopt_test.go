@@ -204,8 +204,9 @@ VALUES ('sec_9f8e', 'datasource', 'warehouse', 'local:v1', 'aes-256-gcm', 1, 'dj
 		t.Fatalf("triggers after migrate: %v, want %v", tg, wantTriggers)
 	}
 	added := slices.DeleteFunc(publicTables(t, admin), func(n string) bool { return slices.Contains(tables, n) })
-	if want := []string{"sys_connector_credential", "sys_reconcile_journal", "sys_reconciler_drift", "sys_reconciler_lease",
-		"sys_reconciler_replica", "sys_reconciler_revision", "sys_reconciler_schema", "sys_reconciler_state"}; !slices.Equal(added, want) {
+	if want := []string{"sys_connector_credential", "sys_reconcile_journal", "sys_reconciler_credential_owner", "sys_reconciler_drift",
+		"sys_reconciler_guard", "sys_reconciler_guard_release", "sys_reconciler_lease", "sys_reconciler_replica", "sys_reconciler_revision",
+		"sys_reconciler_schema", "sys_reconciler_state"}; !slices.Equal(added, want) {
 		t.Fatalf("migrate added tables %v, want %v", added, want)
 	}
 

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/objectstack-fleet/reconciler/registry"
 	"github.com/objectstack-fleet/reconciler/snapshot"
 	"github.com/objectstack-fleet/reconciler/snapshot/snapshottest"
 )
@@ -742,7 +743,8 @@ func TestRegressedCursor(t *testing.T) {
 			snapshottest.Exec(t, url, "DROP VIEW sys_reconcile_change")
 			for _, tbl := range []string{"sys_metadata", "sys_secret", "sys_connector_credential", "sys_reconcile_journal",
 				"sys_reconciler_revision", "sys_reconciler_replica", "sys_reconciler_drift", "sys_reconciler_state",
-				"sys_reconcile_counter", "sys_reconciler_schema", "sys_reconciler_lease"} {
+				"sys_reconcile_counter", "sys_reconciler_schema", "sys_reconciler_credential_owner", "sys_reconciler_lease",
+				"sys_reconciler_guard", "sys_reconciler_guard_release"} {
 				snapshottest.Exec(t, url, "DROP TABLE "+tbl)
 			}
 		}
@@ -860,7 +862,7 @@ func TestFleetTables(t *testing.T) {
 		// The node beside the sidecar: written with the heartbeat, read
 		// back as written, replaced by the next one.
 		node := snapshot.Node{Reported: true, Ready: true, CheckedAt: at, Stale: 2, Nudged: 1,
-			Restart: snapshot.NodeRestart{Phase: snapshot.RestartInFlight, Reason: "stale for 5m", Since: at, LastAt: at, Count: 1}}
+			Restart: registry.NodeRestart{Phase: registry.RestartInFlight, Reason: "stale for 5m", Since: at, LastAt: at, Count: 1}}
 		r.Node = node
 		if _, err := s.Heartbeat(ctx, r); err != nil {
 			t.Fatal(err)
@@ -1015,4 +1017,57 @@ func TestRelistStreamHandsEveryRow(t *testing.T) {
 func normNode(n snapshot.Node) snapshot.Node {
 	n.CheckedAt, n.Restart.Since, n.Restart.LastAt = n.CheckedAt.UTC(), n.Restart.Since.UTC(), n.Restart.LastAt.UTC()
 	return n
+}
+
+// TestGuardTables: a replica's pending guard is replaced as a whole, keeps
+// each record's release stamp, and is stamped with the newest release when
+// recorded (so a release covers what was recorded before it only).
+func TestGuardTables(t *testing.T) {
+	t.Parallel()
+	snapshottest.Each(t, func(t *testing.T, s snapshot.Store, url string) {
+		ctx := ctxT(t)
+		if rel, err := s.LatestRelease(ctx); err != nil || rel.ID != 0 {
+			t.Fatalf("no release yet: %+v, %v", rel, err)
+		}
+		at := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+		a := snapshot.GuardRecord{Kind: "engine", Key: "object/a", Revision: 7, Reason: "eviction guarded", GuardedAt: at}
+		b := snapshot.GuardRecord{Kind: "engine", Key: "object/b", Revision: 8}
+		got, err := s.SyncGuard(ctx, "r1", []snapshot.GuardRecord{a, b})
+		if err != nil || len(got) != 2 || got[0].After != 0 || got[0].Revision != 7 || got[0].Reason != a.Reason || !got[0].GuardedAt.Equal(at) || got[0].ReplicaID != "r1" {
+			t.Fatalf("sync: %+v, %v", got, err)
+		}
+		rel, err := s.ReleaseGuard(ctx, "ops")
+		if err != nil || rel.ID == 0 || rel.By != "ops" || rel.At.IsZero() {
+			t.Fatalf("release: %+v, %v", rel, err)
+		}
+		if latest, err := s.LatestRelease(ctx); err != nil || latest.ID != rel.ID {
+			t.Fatalf("latest release %+v, %v, want %d", latest, err, rel.ID)
+		}
+		c := snapshot.GuardRecord{Kind: "datasource", Key: "crm"}
+		got, err = s.SyncGuard(ctx, "r1", []snapshot.GuardRecord{a, c}) // b goes, c comes after the release
+		if err != nil || len(got) != 2 {
+			t.Fatalf("second sync: %+v, %v", got, err)
+		}
+		for _, g := range got {
+			want := int64(0)
+			if g.Key == "crm" {
+				want = rel.ID
+			}
+			if g.After != want {
+				t.Fatalf("%s stamped after release %d, want %d", g.Key, g.After, want)
+			}
+		}
+		if _, err := s.SyncGuard(ctx, "r2", []snapshot.GuardRecord{b}); err != nil {
+			t.Fatal(err)
+		}
+		if mine, err := s.LoadGuard(ctx, "r1"); err != nil || len(mine) != 2 || mine[0].Key != "crm" {
+			t.Fatalf("load r1: %+v, %v", mine, err)
+		}
+		if all, err := s.Guards(ctx); err != nil || len(all) != 3 {
+			t.Fatalf("every replica's guard: %+v, %v", all, err)
+		}
+		if got, err := s.SyncGuard(ctx, "r1", nil); err != nil || len(got) != 0 {
+			t.Fatalf("cleared: %+v, %v", got, err)
+		}
+	})
 }

@@ -17,6 +17,10 @@ var (
 	// ErrNotStandby: the read URL is not a hot standby of the store (a
 	// primary, a standby of another cluster, or another store).
 	ErrNotStandby = errors.New("not a hot standby of the store")
+	// ErrNotPlatform: a PostgreSQL database that holds other tables but
+	// not the platform's sys_metadata: most likely not the nodes' database
+	// (see PG.CheckPlatform).
+	ErrNotPlatform = errors.New("not an ObjectStack database")
 	// ErrBadURL: the store URL is malformed or of an unknown scheme.
 	ErrBadURL = errors.New("bad store url")
 )

@@ -3,6 +3,8 @@ package snapshot
 import (
 	"encoding/json"
 	"time"
+
+	"github.com/objectstack-fleet/reconciler/registry"
 )
 
 // Node is what a sidecar sees of the replica node beside it, carried by its
@@ -24,57 +26,7 @@ type Node struct {
 	// should update stays nudged).
 	Deaf bool `json:"deaf,omitempty"`
 	// Restart is the sidecar's restart of the node.
-	Restart NodeRestart `json:"restart,omitzero"`
-}
-
-// RestartPhase is where a sidecar is in restarting its node.
-type RestartPhase string
-
-// The restart phases.
-const (
-	// RestartOff: no replica.restart.command (stale entries name the
-	// remedy).
-	RestartOff RestartPhase = "off"
-	// RestartIdle: nothing stale, nothing to do.
-	RestartIdle RestartPhase = "idle"
-	// RestartPlanned: stale entries wait for replica.restart.after or
-	// replica.restart.min_interval (Reason says which, and until when).
-	RestartPlanned RestartPhase = "planned"
-	// RestartRefused: due, but not safe now (Reason: the lease is held,
-	// another replica is not ready or is restarting, the node is down).
-	RestartRefused RestartPhase = "refused"
-	// RestartInFlight: this sidecar holds the restart lease and restarts
-	// its node, until it is ready and healed again.
-	RestartInFlight RestartPhase = "in-flight"
-	// RestartDone: the last restart healed the node and cleared its stale
-	// entries.
-	RestartDone RestartPhase = "done"
-	// RestartFailed: the last restart failed, did not heal the node within
-	// the lease, or left stale entries (Reason); not repeated before
-	// replica.restart.min_interval.
-	RestartFailed RestartPhase = "failed"
-	// RestartWouldRestart: shadow mode; the restart is due and safe, and
-	// is not done.
-	RestartWouldRestart RestartPhase = "would-restart"
-)
-
-// RestartPhases lists every phase (metrics' label values).
-var RestartPhases = []RestartPhase{RestartOff, RestartIdle, RestartPlanned, RestartRefused, RestartInFlight, RestartDone, RestartFailed, RestartWouldRestart}
-
-// NodeRestart is a sidecar's restart of its node.
-type NodeRestart struct {
-	Phase RestartPhase `json:"phase,omitempty"`
-	// Reason says why (planned until when, refused why, failed how).
-	Reason string `json:"reason,omitempty"`
-	// Since is when the phase began.
-	Since time.Time `json:"since,omitzero"`
-	// LastAt is when the last restart began (zero: none), LastResult and
-	// LastReason how it ended (done or failed; empty while in flight), and
-	// Count how many this replica id's sidecars ran.
-	LastAt     time.Time    `json:"last_at,omitzero"`
-	LastResult RestartPhase `json:"last_result,omitempty"`
-	LastReason string       `json:"last_reason,omitempty"`
-	Count      int          `json:"count,omitempty"`
+	Restart registry.NodeRestart `json:"restart,omitzero"`
 }
 
 // nodeJSON is the node column's text ("" for a node not reported).

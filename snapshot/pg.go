@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"net"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -195,15 +196,21 @@ CREATE TABLE IF NOT EXISTS sys_reconciler_schema (
   version integer PRIMARY KEY, name text NOT NULL, applied_at timestamptz NOT NULL DEFAULT now())`); err != nil {
 			return err
 		}
-		var have int
-		if err := tx.QueryRow(ctx, "SELECT coalesce(max(version), 0) FROM sys_reconciler_schema").Scan(&have); err != nil {
+		// Every migration not recorded is applied, in order: one numbered
+		// below the newest applied (landed later) is not skipped.
+		rows, err := tx.Query(ctx, "SELECT version FROM sys_reconciler_schema")
+		if err != nil {
+			return err
+		}
+		applied, err := pgx.CollectRows(rows, pgx.RowTo[int])
+		if err != nil {
 			return err
 		}
 		if err := p.createAbsentTables(ctx, tx); err != nil {
 			return err
 		}
 		for _, m := range ms {
-			if m.version <= have {
+			if slices.Contains(applied, m.version) {
 				continue
 			}
 			if _, err := tx.Exec(ctx, m.sql); err != nil {
@@ -863,4 +870,41 @@ FROM (SELECT 1) one LEFT JOIN sys_reconciler_lease l ON l.name = $1`, name).Scan
 	}
 	l.Holder, l.Token, l.AcquiredAt, l.ExpiresAt = *holder, *token, *acq, *exp
 	return l, true, now, nil
+}
+
+// CheckPlatform returns an error wrapping ErrNotPlatform, naming the
+// database and some of its tables, when the database holds tables of
+// its own but no sys_metadata on the search path: Migrate would create
+// the platform's tables in a database no node uses (a wrong store.url)
+// and the sidecar would run green doing nothing. An empty database, or
+// one with sys_metadata, passes.
+func (p *PG) CheckPlatform(ctx context.Context) error {
+	var (
+		db     string
+		has    bool
+		others []string
+		n      int
+	)
+	err := p.pool.QueryRow(ctx, `SELECT current_database(), to_regclass('sys_metadata') IS NOT NULL,
+  ARRAY(SELECT c.relname::text FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+    WHERE c.relkind IN ('r', 'p', 'v', 'm', 'f') AND n.nspname NOT IN ('pg_catalog', 'information_schema')
+      AND n.nspname NOT LIKE 'pg_toast%' AND n.nspname NOT LIKE 'pg_temp%'
+      AND c.relname NOT LIKE 'sys_reconcile%' ORDER BY c.relname LIMIT 5),
+  (SELECT count(*) FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+    WHERE c.relkind IN ('r', 'p', 'v', 'm', 'f') AND n.nspname NOT IN ('pg_catalog', 'information_schema')
+      AND n.nspname NOT LIKE 'pg_toast%' AND n.nspname NOT LIKE 'pg_temp%'
+      AND c.relname NOT LIKE 'sys_reconcile%')`).Scan(&db, &has, &others, &n)
+	if err != nil {
+		return p.interpretError("check database", err)
+	}
+	if has || n == 0 {
+		return nil
+	}
+	more := ""
+	if n > len(others) {
+		more = fmt.Sprintf(" and %d more", n-len(others))
+	}
+	return fmt.Errorf("database %q of %s holds %d tables (%s%s) but no sys_metadata: %w; "+
+		"point store.url at the nodes' database (their OS_DATABASE_URL), or run `reconciler migrate --create-platform-tables` to create the platform's tables here",
+		db, p.url, n, strings.Join(others, ", "), more, ErrNotPlatform)
 }

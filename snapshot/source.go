@@ -239,6 +239,19 @@ type Source interface {
 	// WriteDrift stores the latest drift report of a replica.
 	WriteDrift(ctx context.Context, replicaID string, at time.Time, report json.RawMessage) error
 
+	// SyncGuard makes a replica's pending guarded evictions exactly keep
+	// (records already stored keep their release stamp, new ones are
+	// stamped with the newest release) and returns them as stored.
+	SyncGuard(ctx context.Context, replica string, keep []GuardRecord) ([]GuardRecord, error)
+	// LoadGuard returns a replica's pending guarded evictions.
+	LoadGuard(ctx context.Context, replica string) ([]GuardRecord, error)
+	// Guards returns every replica's pending guarded evictions.
+	Guards(ctx context.Context) ([]GuardRecord, error)
+	// ReleaseGuard records a release of the fleet's guarded evictions (by
+	// names who released); LatestRelease returns the newest (ID 0: none).
+	ReleaseGuard(ctx context.Context, by string) (GuardRelease, error)
+	LatestRelease(ctx context.Context) (GuardRelease, error)
+
 	// Close releases the store's connections.
 	Close()
 }

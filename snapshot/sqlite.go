@@ -154,15 +154,18 @@ func (s *SQLite) Migrate(ctx context.Context) error {
   applied_at TEXT NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%fZ', 'now')))`); err != nil {
 			return err
 		}
-		var have int
-		if err := c.QueryRowContext(ctx, "SELECT coalesce(max(version), 0) FROM sys_reconciler_schema").Scan(&have); err != nil {
+		// Every migration not recorded is applied, in order: one numbered
+		// below the newest applied (landed later) is not skipped.
+		applied, err := sqliteSelect(ctx, c, "SELECT version FROM sys_reconciler_schema", nil,
+			func(r *sql.Rows) (v int, err error) { return v, r.Scan(&v) })
+		if err != nil {
 			return err
 		}
 		if err := s.createAbsentTables(ctx, c); err != nil {
 			return err
 		}
 		for _, m := range ms {
-			if m.version <= have {
+			if slices.Contains(applied, m.version) {
 				continue
 			}
 			if _, err := c.ExecContext(ctx, m.sql); err != nil {

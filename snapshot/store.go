@@ -10,6 +10,7 @@ import (
 // opens from store.url.
 type Store interface {
 	Source
+	CredentialOwners
 	Leaser
 	// Migrate creates or upgrades the schema idempotently.
 	Migrate(ctx context.Context) error

@@ -65,6 +65,7 @@ func printDrift(c *cli, rep reconcile.DriftReport) {
 	}{
 		{"not ready", rep.NotReady}, {"signature mismatch", rep.SignatureMismatch}, {"orphans", rep.Orphans},
 		{"missing", rep.Missing}, {"checksum mismatches", rep.ChecksumMismatches},
+		{"guarded evictions (rows gone, still serving: `reconciler guard`)", rep.Guarded},
 	}
 	for _, sec := range sections {
 		if len(sec.items) == 0 {

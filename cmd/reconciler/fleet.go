@@ -148,16 +148,16 @@ func nodeFlags(n snapshot.Node, now time.Time) []string {
 	}
 	r := n.Restart
 	switch r.Phase {
-	case snapshot.RestartInFlight:
+	case registry.RestartInFlight:
 		out = append(out, fmt.Sprintf("RESTARTING for %s", age(now, r.Since)))
-	case snapshot.RestartPlanned, snapshot.RestartRefused, snapshot.RestartWouldRestart:
+	case registry.RestartPlanned, registry.RestartRefused, registry.RestartWouldRestart:
 		out = append(out, "restart "+string(r.Phase)+": "+r.Reason)
-	case snapshot.RestartOff:
+	case registry.RestartOff:
 		if n.Stale > 0 {
 			out = append(out, "restarts off")
 		}
 	}
-	if !r.LastAt.IsZero() && r.Phase != snapshot.RestartInFlight {
+	if !r.LastAt.IsZero() && r.Phase != registry.RestartInFlight {
 		last := fmt.Sprintf("restarted %s ago", age(now, r.LastAt))
 		if r.LastResult != "" {
 			last += " (" + string(r.LastResult) + ")"

@@ -43,13 +43,14 @@ type command struct {
 
 // cli is what every command may use.
 type cli struct {
+	stdin          io.Reader
 	stdout, stderr io.Writer
 	args           []string // positional arguments after flags
 	sigs           *signals // caught since the start of main
 }
 
 func commands() []*command {
-	return []*command{runCmd(), migrateCmd(), statusCmd(), itemsCmd(), driftCmd(), fleetCmd(), triggerCmd(), requestRestartCmd(), versionCmd()}
+	return []*command{runCmd(), migrateCmd(), statusCmd(), itemsCmd(), explainCmd(), retryCmd(), driftCmd(), fleetCmd(), guardCmd(), triggerCmd(), checksumCmd(), requestRestartCmd(), versionCmd()}
 }
 
 // usageError is a mistake in the command line: exit code 2.
@@ -105,7 +106,7 @@ func runMain(ctx context.Context, sigs *signals, args []string, stdout, stderr i
 	if c.name != "run" {
 		sigs.forClient()
 	}
-	err := c.run(ctx, &cli{stdout: stdout, stderr: stderr, args: fs.Args(), sigs: sigs}, fs)
+	err := c.run(ctx, &cli{stdin: os.Stdin, stdout: stdout, stderr: stderr, args: fs.Args(), sigs: sigs}, fs)
 	var ue *usageError
 	switch {
 	case err == nil:

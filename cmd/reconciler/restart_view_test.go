@@ -2,13 +2,11 @@ package main
 
 import (
 	"bytes"
-	"encoding/json"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/objectstack-fleet/reconciler/daemon"
-	"github.com/objectstack-fleet/reconciler/drivers/replica"
+	"github.com/objectstack-fleet/reconciler/registry"
 	"github.com/objectstack-fleet/reconciler/snapshot"
 )
 
@@ -23,14 +21,14 @@ func TestFleetNodeFlags(t *testing.T) {
 		want []string
 	}{
 		{"not reported", snapshot.Node{}, nil},
-		{"ready, nothing to do", snapshot.Node{Reported: true, Ready: true, Restart: snapshot.NodeRestart{Phase: snapshot.RestartIdle}}, nil},
-		{"off with stale entries", snapshot.Node{Reported: true, Ready: true, Stale: 2, Restart: snapshot.NodeRestart{Phase: snapshot.RestartOff}},
+		{"ready, nothing to do", snapshot.Node{Reported: true, Ready: true, Restart: registry.NodeRestart{Phase: registry.RestartIdle}}, nil},
+		{"off with stale entries", snapshot.Node{Reported: true, Ready: true, Stale: 2, Restart: registry.NodeRestart{Phase: registry.RestartOff}},
 			[]string{"2 stale", "restarts off"}},
-		{"restarting", snapshot.Node{Reported: true, Stale: 1, Restart: snapshot.NodeRestart{Phase: snapshot.RestartInFlight, Since: now.Add(-20 * time.Second), LastAt: now}},
+		{"restarting", snapshot.Node{Reported: true, Stale: 1, Restart: registry.NodeRestart{Phase: registry.RestartInFlight, Since: now.Add(-20 * time.Second), LastAt: now}},
 			[]string{"NODE NOT READY", "1 stale", "RESTARTING for 20s"}},
-		{"refused", snapshot.Node{Reported: true, Ready: true, Stale: 1, Restart: snapshot.NodeRestart{Phase: snapshot.RestartRefused, Reason: "replica b is restarting"}},
+		{"refused", snapshot.Node{Reported: true, Ready: true, Stale: 1, Restart: registry.NodeRestart{Phase: registry.RestartRefused, Reason: "replica b is restarting"}},
 			[]string{"1 stale", "restart refused: replica b is restarting"}},
-		{"done", snapshot.Node{Reported: true, Ready: true, Restart: snapshot.NodeRestart{Phase: snapshot.RestartDone, LastAt: now.Add(-time.Minute), LastResult: snapshot.RestartDone}},
+		{"done", snapshot.Node{Reported: true, Ready: true, Restart: registry.NodeRestart{Phase: registry.RestartDone, LastAt: now.Add(-time.Minute), LastResult: registry.RestartDone}},
 			[]string{"restarted 1m0s ago (done)"}},
 		{"deaf", snapshot.Node{Reported: true, Ready: true, Nudged: 3, Deaf: true}, []string{"NO LANES: the node applies no lane message"}},
 	} {
@@ -48,18 +46,14 @@ func TestFleetNodeFlags(t *testing.T) {
 func TestStatusReplicaSection(t *testing.T) {
 	t.Parallel()
 	now := time.Now()
-	sum := daemon.ReplicaSummary{
-		Report: replica.Report{Counts: map[replica.State]int{replica.StateInSync: 3, replica.StateStale: 1}, Restarts: 2, Reachable: true},
-		Restart: &replica.RestartReport{Enabled: true, Ready: true, NoLanes: "the replica applies no lane message at all",
-			NodeRestart: snapshot.NodeRestart{Phase: snapshot.RestartRefused, Reason: "1 stale entry (engine permission/x): replica b is restarting",
-				Since: now.Add(-5 * time.Second), LastAt: now.Add(-time.Hour), LastResult: snapshot.RestartFailed, LastReason: "the restart did not clear 1 stale entry", Count: 1}},
-	}
-	raw, err := json.Marshal(map[string]any{"replica_sync": sum})
-	if err != nil {
-		t.Fatal(err)
+	sum := &registry.ReplicaReport{
+		Counts: map[registry.ReplicaState]int{registry.ReplicaInSync: 3, registry.ReplicaStale: 1}, Restarts: 2, Reachable: true,
+		Restart: &registry.ReplicaRestart{Enabled: true, Ready: true, NoLanes: "the replica applies no lane message at all",
+			NodeRestart: registry.NodeRestart{Phase: registry.RestartRefused, Reason: "1 stale entry (engine permission/x): replica b is restarting",
+				Since: now.Add(-5 * time.Second), LastAt: now.Add(-time.Hour), LastResult: registry.RestartFailed, LastReason: "the restart did not clear 1 stale entry", Count: 1}},
 	}
 	var out bytes.Buffer
-	printReplicaSync(&out, raw, now)
+	printReplicaSync(&out, sum, now)
 	for _, want := range []string{
 		"replica node\treachable: yes, restarts noticed: 2, entries: 3 in-sync, 1 stale",
 		"WARNING\tthe replica applies no lane message at all",
@@ -71,7 +65,7 @@ func TestStatusReplicaSection(t *testing.T) {
 		}
 	}
 	out.Reset()
-	printReplicaSync(&out, []byte(`{"replica":"r"}`), now)
+	printReplicaSync(&out, nil, now)
 	if out.Len() != 0 {
 		t.Fatalf("a status without a replica printed %q", out.String())
 	}

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 	"strings"
@@ -11,9 +10,8 @@ import (
 
 	"github.com/spf13/pflag"
 
-	"github.com/objectstack-fleet/reconciler/daemon"
 	"github.com/objectstack-fleet/reconciler/daemon/statusapi"
-	"github.com/objectstack-fleet/reconciler/drivers/replica"
+	"github.com/objectstack-fleet/reconciler/reconcile"
 	"github.com/objectstack-fleet/reconciler/registry"
 	"github.com/objectstack-fleet/reconciler/snapshot"
 )
@@ -65,7 +63,7 @@ func runStatus(ctx context.Context, c *cli, fs *pflag.FlagSet) error {
 	for _, warn := range st.Warnings {
 		fmt.Fprintf(w, "WARNING\t%s\n", clean(warn))
 	}
-	printReplicaSync(w, raw, now)
+	printReplicaSync(w, st.ReplicaSync, now)
 	fmt.Fprintf(w, "pending\t%d journal entries not visible yet\n", st.Stall.Pending)
 	if sb := st.Stall.Standby; sb != nil {
 		fmt.Fprintf(w, "standby\t%s\n", standbyLine(sb))
@@ -73,6 +71,7 @@ func runStatus(ctx context.Context, c *cli, fs *pflag.FlagSet) error {
 	for _, b := range st.Stall.Blockers {
 		fmt.Fprintf(w, "blocked by\tpid %d, transaction open %s (%s)\n", b.PID, b.XactAge.Round(time.Second), clean(b.State))
 	}
+	fmt.Fprintf(w, "guard\t%s\n", guardLine(st.Guard))
 	if err := w.Flush(); err != nil {
 		return err
 	}
@@ -128,16 +127,12 @@ func standbyLine(sb *snapshot.Standby) string {
 // printReplicaSync prints the replica section of a status: reachability,
 // counts per replica state, a replica that applies no lane message, and
 // the restart (planned, in flight, done, refused and why).
-func printReplicaSync(w io.Writer, raw []byte, now time.Time) {
-	var body struct {
-		ReplicaSync *daemon.ReplicaSummary `json:"replica_sync"`
-	}
-	if json.Unmarshal(raw, &body) != nil || body.ReplicaSync == nil {
+func printReplicaSync(w io.Writer, rs *registry.ReplicaReport, now time.Time) {
+	if rs == nil {
 		return
 	}
-	rs := body.ReplicaSync
 	var counts []string
-	for _, s := range replica.States {
+	for _, s := range registry.ReplicaStates {
 		if n := rs.Counts[s]; n > 0 {
 			counts = append(counts, fmt.Sprintf("%d %s", n, s))
 		}
@@ -174,4 +169,12 @@ func printReplicaSync(w io.Writer, raw []byte, now time.Time) {
 		}
 		fmt.Fprintf(w, "last restart\t%s\n", clean(last))
 	}
+}
+
+// guardLine summarizes the eviction guard for status.
+func guardLine(g reconcile.GuardStatus) string {
+	if g.Held == 0 {
+		return fmt.Sprintf("nothing held (guard.max_evictions %s within %s)", clean(g.Limit), clean(g.Window))
+	}
+	return fmt.Sprintf("HOLDING %d evictions: %s (see `reconciler guard`)", g.Held, clean(g.Reason))
 }

@@ -5,7 +5,6 @@ import (
 	"context"
 	"crypto/subtle"
 	_ "embed"
-	"encoding/json"
 	"fmt"
 	"html/template"
 	"log/slog"
@@ -41,23 +40,7 @@ const fleetTimeout = 3 * time.Second
 // pageItem is a non-ready entry on the page.
 type pageItem struct {
 	registry.Entry
-	Replica *pageReplica
-}
-
-// pageReplica is an entry's state on the replica (the fields of the
-// replica driver's JSON that the page shows).
-type pageReplica struct {
-	State    string    `json:"state"`
-	Attempts int       `json:"attempts"`
-	Error    string    `json:"error"`
-	Remedy   string    `json:"remedy"`
-	Since    time.Time `json:"since"`
-}
-
-type pageReplicaItem struct {
-	Kind registry.Kind
-	Key  string
-	pageReplica
+	Replica *registry.ReplicaStatus
 }
 
 type pageCounts struct {
@@ -78,7 +61,7 @@ type pageData struct {
 	Counts       []pageCounts
 	NotReady     []pageItem
 	Replica      []pageKV // the replica summary, flattened
-	ReplicaItems []pageReplicaItem
+	ReplicaItems []registry.ReplicaItem
 	Driven       bool
 	Fleet        *fleet.View
 	FleetError   string
@@ -149,11 +132,11 @@ func (h *Handler) pageData(ctx context.Context) pageData {
 	}
 	entries := h.o.Backend.Registries().List("", "")
 	for _, e := range entries {
-		var rs *pageReplica
+		var rs *registry.ReplicaStatus
 		if h.o.Replica != nil {
-			rs = decodeReplica(h.o.Replica.ItemReplica(e.Kind, e.Key))
-			if rs != nil && rs.State != "in-sync" && rs.State != "unverifiable" {
-				d.ReplicaItems = append(d.ReplicaItems, pageReplicaItem{Kind: e.Kind, Key: e.Key, pageReplica: *rs})
+			rs = h.o.Replica.ItemReplica(e.Kind, e.Key)
+			if rs != nil && !rs.State.Settled() {
+				d.ReplicaItems = append(d.ReplicaItems, registry.ReplicaItem{Kind: e.Kind, Key: e.Key, ReplicaStatus: *rs})
 			}
 		}
 		if e.State != registry.StateReady {
@@ -164,7 +147,7 @@ func (h *Handler) pageData(ctx context.Context) pageData {
 	if h.o.Replica != nil {
 		if s := h.o.Replica.ReplicaSummary(); s != nil {
 			d.Driven = true
-			d.Replica = flatten(s)
+			d.Replica = replicaSummary(s)
 		}
 	}
 	if h.o.Fleet == nil {
@@ -181,54 +164,13 @@ func (h *Handler) pageData(ctx context.Context) pageData {
 	return d
 }
 
-// decodeReplica reads an entry's replica state through its JSON (nil:
-// none).
-func decodeReplica(v any) *pageReplica {
-	if v == nil {
-		return nil
+// replicaSummary lists the replica's summary as the page shows it: reachable,
+// restarts and the count of every replica state (0 included).
+func replicaSummary(r *registry.ReplicaReport) []pageKV {
+	out := []pageKV{{"reachable", fmt.Sprint(r.Reachable)}, {"restarts", fmt.Sprint(r.Restarts)}}
+	for _, s := range registry.ReplicaStates {
+		out = append(out, pageKV{"states." + string(s), fmt.Sprint(r.Counts[s])})
 	}
-	b, err := json.Marshal(v)
-	if err != nil {
-		return nil
-	}
-	var r pageReplica
-	if json.Unmarshal(b, &r) != nil || r.State == "" {
-		return nil
-	}
-	return &r
-}
-
-// flatten lists a JSON-able value's leaves as dotted keys, sorted.
-func flatten(v any) []pageKV {
-	b, err := json.Marshal(v)
-	if err != nil {
-		return nil
-	}
-	var m any
-	if json.Unmarshal(b, &m) != nil {
-		return nil
-	}
-	var out []pageKV
-	var walk func(prefix string, v any)
-	walk = func(prefix string, v any) {
-		switch x := v.(type) {
-		case map[string]any:
-			for k, vv := range x {
-				key := k
-				if prefix != "" {
-					key = prefix + "." + k
-				}
-				walk(key, vv)
-			}
-		case []any:
-			out = append(out, pageKV{prefix, fmt.Sprintf("%d entries", len(x))})
-		case nil:
-		default:
-			out = append(out, pageKV{prefix, fmt.Sprint(x)})
-		}
-	}
-	walk("", m)
-	sort.Slice(out, func(i, j int) bool { return out[i].Key < out[j].Key })
 	return out
 }
 

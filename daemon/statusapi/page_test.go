@@ -17,14 +17,14 @@ import (
 
 type pageReplicaFake struct{}
 
-func (pageReplicaFake) ItemReplica(kind registry.Kind, key string) any {
+func (pageReplicaFake) ItemReplica(kind registry.Kind, key string) *registry.ReplicaStatus {
 	if key == "flow/<b>f</b>" {
-		return map[string]any{"state": "stale", "remedy": "restart <the> replica", "since": time.Now().Add(-time.Minute)}
+		return &registry.ReplicaStatus{State: registry.ReplicaStale, Remedy: "restart <the> replica", Since: time.Now().Add(-time.Minute)}
 	}
-	return map[string]any{"state": "in-sync", "since": time.Now()}
+	return &registry.ReplicaStatus{State: registry.ReplicaInSync, Since: time.Now()}
 }
-func (pageReplicaFake) ReplicaSummary() any {
-	return map[string]any{"states": map[string]int{"in-sync": 1, "stale": 1}, "reachable": true}
+func (pageReplicaFake) ReplicaSummary() *registry.ReplicaReport {
+	return &registry.ReplicaReport{Counts: map[registry.ReplicaState]int{registry.ReplicaInSync: 1, registry.ReplicaStale: 1}, Reachable: true}
 }
 
 const hostile = `<script>alert("x")</script><img src=x onerror=alert(1)>`

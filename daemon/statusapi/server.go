@@ -54,17 +54,37 @@ type Options struct {
 	Replica Replica
 	// Fleet, if set, reads the fleet's heartbeats for the status page.
 	Fleet func(ctx context.Context) (fleet.View, error)
+	// Control, if set, serves GET /v1/item, POST /v1/item/retry and
+	// /v1/items?root_causes=true.
+	Control Control
 	// Warnings, if set, returns what /v1/status warns about beside the
 	// loop's state (a replica id shared with another process).
 	Warnings func() []string
+	// Guard, if set, serves GET /v1/guard and POST /v1/guard/release
+	// (*reconcile.Reconciler is one).
+	Guard Guard
+}
+
+// Guard is the eviction guard as the API sees it.
+type Guard interface {
+	Guard() reconcile.GuardStatus
+	ReleaseGuard()
+}
+
+// Released is the JSON of POST /v1/guard/release.
+type Released struct {
+	Requested string `json:"requested"` // "release"
+	// Held is the number of guarded evictions the release covers: they
+	// are applied at the daemon's next pass.
+	Held int `json:"held"`
 }
 
 // Replica is what the API shows of the replica beside the sidecar.
 type Replica interface {
 	// ItemReplica returns an entry's replica state (nil: none).
-	ItemReplica(kind registry.Kind, key string) any
+	ItemReplica(kind registry.Kind, key string) *registry.ReplicaStatus
 	// ReplicaSummary returns the replica's summary (nil: none).
-	ReplicaSummary() any
+	ReplicaSummary() *registry.ReplicaReport
 }
 
 // StatusBody is the JSON of GET /v1/status.
@@ -74,7 +94,7 @@ type StatusBody struct {
 	Store   string `json:"store"`
 	// ReplicaSync summarizes the replica's convergence (absent: no
 	// replica driven). Its JSON name leaves "replica" to the replica id.
-	ReplicaSync any `json:"replica_sync,omitempty"`
+	ReplicaSync *registry.ReplicaReport `json:"replica_sync,omitempty"`
 	// Warnings are problems of the sidecar's setup (absent: none).
 	Warnings []string `json:"warnings,omitempty"`
 }
@@ -84,7 +104,7 @@ type Item struct {
 	registry.Entry
 	// Replica is the entry's state on the replica beside the sidecar
 	// (absent: no replica driven).
-	Replica any `json:"replica,omitempty"`
+	Replica *registry.ReplicaStatus `json:"replica,omitempty"`
 }
 
 // Triggered is the JSON of POST /v1/reconcile and /v1/resync.
@@ -121,10 +141,16 @@ func NewHandler(o Options) *Handler {
 	mux.Handle("GET /metrics", h.auth(h.metrics()))
 	mux.Handle("GET /v1/status", h.auth(http.HandlerFunc(h.status)))
 	mux.Handle("GET /v1/items", h.auth(http.HandlerFunc(h.items)))
+	mux.Handle("GET /v1/item", h.auth(http.HandlerFunc(h.item)))
+	mux.Handle("POST /v1/item/retry", h.auth(h.mutating(h.retry)))
 	mux.Handle("POST /v1/reconcile", h.auth(h.mutating(h.reconcile)))
 	mux.Handle("POST /v1/resync", h.auth(h.mutating(h.resync)))
 	mux.Handle("GET /v1/drift", h.auth(http.HandlerFunc(h.getDrift)))
 	mux.Handle("POST /v1/drift", h.auth(h.mutating(h.writeDrift)))
+	if o.Guard != nil {
+		mux.Handle("GET /v1/guard", h.auth(http.HandlerFunc(h.guard)))
+		mux.Handle("POST /v1/guard/release", h.auth(h.mutating(h.releaseGuard)))
+	}
 	h.next = h.recover(h.checkHost(mux))
 	return h
 }
@@ -267,41 +293,51 @@ func (h *Handler) status(w http.ResponseWriter, _ *http.Request) {
 	writeJSON(w, http.StatusOK, body)
 }
 
+// items serves GET /v1/items: the entries the filters select, in kind
+// (apply) order then key, a page at a time with limit (a full page links
+// the next one: Link rel="next", after=KIND/KEY of its last item); or,
+// with root_causes=true, the held entries collapsed onto what holds them.
 func (h *Handler) items(w http.ResponseWriter, r *http.Request) {
 	q, err := url.ParseQuery(r.URL.RawQuery)
 	if err != nil {
 		writeError(w, http.StatusBadRequest, "malformed query string")
 		return
 	}
-	for name := range q {
-		if name != "kind" && name != "state" {
-			writeError(w, http.StatusBadRequest, fmt.Sprintf("unknown parameter %q (want kind, state)", name))
+	rq, keep, rootCauses, err := parseItemsQuery(q, h.replicaStateFunc())
+	if err != nil {
+		writeError(w, http.StatusBadRequest, err.Error())
+		return
+	}
+	if rootCauses {
+		if h.o.Control == nil {
+			writeError(w, http.StatusNotFound, "root causes are not enabled")
 			return
 		}
+		writeJSON(w, http.StatusOK, h.o.Control.RootCauses())
+		return
 	}
-	var kind registry.Kind
-	var state registry.State
-	if s := q.Get("kind"); s != "" {
-		if kind, err = registry.ParseKind(s); err != nil {
-			writeError(w, http.StatusBadRequest, err.Error())
-			return
-		}
-	}
-	if s := q.Get("state"); s != "" {
-		if state, err = registry.ParseState(s); err != nil {
-			writeError(w, http.StatusBadRequest, err.Error())
-			return
-		}
-	}
-	entries := h.o.Backend.Registries().List(kind, state)
+	entries := selectPage(h.o.Backend.Registries(), rq, keep)
 	items := make([]Item, len(entries))
 	for i, e := range entries {
-		items[i] = Item{Entry: e}
-		if h.o.Replica != nil {
-			items[i].Replica = h.o.Replica.ItemReplica(e.Kind, e.Key)
-		}
+		items[i] = h.listItem(e)
+	}
+	if rq.Limit > 0 && len(entries) == rq.Limit {
+		w.Header().Set("Link", nextLink(r, entries[len(entries)-1]))
 	}
 	writeJSON(w, http.StatusOK, items)
+}
+
+func (h *Handler) guard(w http.ResponseWriter, _ *http.Request) {
+	writeJSON(w, http.StatusOK, h.o.Guard.Guard())
+}
+
+// releaseGuard releases this sidecar's guarded evictions (the fleet's
+// release is `reconciler guard release --store.url`).
+func (h *Handler) releaseGuard(w http.ResponseWriter, r *http.Request) {
+	held := h.o.Guard.Guard().Held
+	h.o.Guard.ReleaseGuard()
+	h.o.Logger.WarnContext(r.Context(), "guard release asked through the API", slog.Int("held", held))
+	writeJSON(w, http.StatusAccepted, Released{Requested: "release", Held: held})
 }
 
 func (h *Handler) reconcile(w http.ResponseWriter, _ *http.Request) {

@@ -6,8 +6,10 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"net/url"
+	"strconv"
 	"strings"
 	"time"
 
@@ -54,6 +56,9 @@ type Options struct {
 	// Limits are the caps of a body (engine.max_body_bytes,
 	// engine.max_refs), the loop's: zero fields mean their defaults.
 	Limits metadata.Limits
+	// Hosts is the host policy (connector.allow_hosts,
+	// connector.deny_hosts; ParseHostPolicy); nil allows every host.
+	Hosts *Hosts
 }
 
 // Materializer materializes connector entries into *Client instances. It
@@ -64,13 +69,14 @@ type Materializer struct {
 	timeout   time.Duration
 	maxSpec   int64
 	lim       metadata.Limits
+	hosts     *Hosts
 }
 
 var _ reconcile.Materializer = (*Materializer)(nil)
 
 // New returns a Materializer. It does no I/O.
 func New(opts Options) *Materializer {
-	m := &Materializer{log: opts.Logger, transport: opts.Transport, timeout: opts.Timeout, maxSpec: opts.MaxSpecBytes, lim: opts.Limits}
+	m := &Materializer{log: opts.Logger, transport: opts.Transport, timeout: opts.Timeout, maxSpec: opts.MaxSpecBytes, lim: opts.Limits, hosts: opts.Hosts}
 	if m.log == nil {
 		m.log = slog.New(slog.DiscardHandler)
 	}
@@ -104,7 +110,17 @@ func (m *Materializer) Materialize(ctx context.Context, d reconcile.Desired) (re
 	if err := checkSecret(spec, d.Secret); err != nil {
 		return nil, err
 	}
-	c := newClient(name, spec, d.Secret, m.transport)
+	transport := m.transport
+	if !m.hosts.empty() {
+		host, port := spec.BaseURL.Hostname(), portOf(spec.BaseURL)
+		nameAllowed, err := m.hosts.checkName(host, port)
+		if err != nil {
+			return nil, reconcile.Invalid(err, "connector %s: upstream %s: %v", name, net.JoinHostPort(host, strconv.Itoa(port)), err)
+		}
+		transport = transport.Clone()
+		transport.DialContext = m.hosts.dialer(nameAllowed)
+	}
+	c := newClient(name, spec, d.Secret, transport)
 	timeout := spec.Timeout
 	if timeout <= 0 {
 		timeout = m.timeout
@@ -181,6 +197,13 @@ func (m *Materializer) fetch(ctx context.Context, c *Client, timeout time.Durati
 		switch {
 		case errors.Is(err, ErrForeignOrigin):
 			return nil, reconcile.Invalid(err, "%s: %v", what, err)
+		case errors.Is(err, ErrHostRefused): // before any connection: says nothing of the port
+			var he *net.OpError
+			addr := u.Host
+			if errors.As(err, &he) && he.Addr != nil {
+				addr = he.Addr.String()
+			}
+			return nil, reconcile.Invalid(err, "%s: upstream %s: %v", what, addr, unwrapHostRefusal(err))
 		case ctx.Err() != nil:
 			return nil, reconcile.Transient(ctx.Err(), "%s: interrupted after %v: %v", what, time.Since(start).Round(time.Millisecond), ctx.Err())
 		case rctx.Err() != nil:
@@ -244,3 +267,24 @@ func (c *Client) String() string {
 
 // GoString describes the client without its credential (%#v).
 func (c *Client) GoString() string { return c.String() }
+
+// portOf is a URL's port, or its scheme's default.
+func portOf(u *url.URL) int {
+	if p, err := strconv.Atoi(u.Port()); err == nil {
+		return p
+	}
+	if u.Scheme == "https" {
+		return 443
+	}
+	return 80
+}
+
+// unwrapHostRefusal is the policy's refusal inside a dial error.
+func unwrapHostRefusal(err error) error {
+	for e := err; e != nil; e = errors.Unwrap(e) {
+		if strings.HasPrefix(e.Error(), ErrHostRefused.Error()) {
+			return e
+		}
+	}
+	return ErrHostRefused
+}

@@ -39,12 +39,24 @@ type Options struct {
 	// ConnectTimeout bounds one materialization's connect and ping, and
 	// each later connection attempt of the pool (default 10s).
 	ConnectTimeout time.Duration
+	// MaxTotalConns (datasource.max_total_conns) is the budget of open
+	// connections all postgres pools share (default 16): a pool reserves
+	// its min (at least one; the min shrinks to what is left) and draws
+	// connections above it while they are open; a datasource that cannot
+	// get one connection is held naming the budget, and retried when
+	// connections come back.
+	MaxTotalConns int
+	// AllowLocal (datasource.allow_local) lets rows name a Unix socket
+	// or a URL without a host (the driver's local defaults); off, such a
+	// row is held naming the key. TCP hosts are always allowed.
+	AllowLocal bool
 }
 
 // Materializer opens datasource pools. It is safe for concurrent use.
 type Materializer struct {
-	log  *slog.Logger
-	opts Options
+	log    *slog.Logger
+	opts   Options
+	budget *budget
 }
 
 var _ reconcile.Materializer = (*Materializer)(nil)
@@ -65,8 +77,15 @@ func New(opts Options) *Materializer {
 		opts.ConnectTimeout = DefaultConnectTimeout
 	}
 	opts.ConnectTimeout = min(opts.ConnectTimeout, maxConnectTimeoutLimit)
-	return &Materializer{log: opts.Logger, opts: opts}
+	if opts.MaxTotalConns <= 0 {
+		opts.MaxTotalConns = DefaultMaxTotalConns
+	}
+	return &Materializer{log: opts.Logger, opts: opts, budget: newBudget(opts.MaxTotalConns)}
 }
+
+// ConnsInUse is how many connections the pools hold or have reserved, out
+// of Options.MaxTotalConns.
+func (m *Materializer) ConnsInUse() int { return m.budget.inUse() }
 
 // Limits returns the caps records are checked against.
 func (m *Materializer) Limits() Limits {
@@ -100,7 +119,7 @@ func (m *Materializer) Materialize(ctx context.Context, d reconcile.Desired) (re
 	var p *Pool
 	switch rec.Driver {
 	case DriverPostgres:
-		p, err = m.openPostgres(ctx, name, rec, d.Secret.Reveal(), log)
+		p, err = m.openPostgres(ctx, d.Key, name, rec, d.Secret.Reveal(), log)
 	default:
 		p, err = m.openSQLite(ctx, name, rec, log)
 	}

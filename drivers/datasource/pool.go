@@ -14,6 +14,7 @@ type Pool struct {
 	driver string
 	pg     *pgxpool.Pool
 	db     *sql.DB
+	share  *share // its part of the connection budget (postgres)
 }
 
 // Name returns the datasource's name.
@@ -36,7 +37,11 @@ func (p *Pool) Close() error {
 		return nil
 	}
 	if p.pg != nil {
-		p.pg.Close()
+		p.pg.Close() // waits for its connections to close
+	}
+	if p.share != nil {
+		p.share.close()
+		p.share = nil
 	}
 	if p.db != nil {
 		return p.db.Close()

@@ -21,14 +21,20 @@ import (
 // opens the pool. Checking with one connection first means a refused or
 // silent server costs one socket, not pool.minConns of them, and nothing
 // keeps running in the background after a failure.
-func (m *Materializer) openPostgres(ctx context.Context, name string, rec Record, password string, log *slog.Logger) (*Pool, error) {
+func (m *Materializer) openPostgres(ctx context.Context, key, name string, rec Record, password string, log *slog.Logger) (_ *Pool, err error) {
 	pc, err := pgxpool.ParseConfig(rec.Postgres.ConnString)
 	if err != nil {
 		return nil, reconcile.Invalid(err, "datasource %s: config: %s", name, redact.Secrets(err.Error(), password))
 	}
+	if !m.opts.AllowLocal {
+		if why := localTarget(rec.Postgres.ConnString, pc); why != "" {
+			return nil, reconcile.Invalid(errLocal, "datasource %s: %s; local connections need %s", name, why, AllowLocalKey)
+		}
+	}
 	// The password comes from the credential alone, never from the
 	// environment or a passfile.
 	pc.ConnConfig.Password = password
+	pc.ConnConfig.AfterNetConnect = guardCleartext
 	for k, v := range rec.Postgres.RuntimeParams {
 		pc.ConnConfig.RuntimeParams[k] = v
 	}
@@ -41,7 +47,19 @@ func (m *Materializer) openPostgres(ctx context.Context, name string, rec Record
 	}
 	pc.ConnConfig.ConnectTimeout = timeout
 	p := rec.Pool
-	pc.MaxConns, pc.MinConns = p.MaxConns, p.MinConns
+	got, freed := m.budget.reserve(key, int(p.MinConns))
+	if got == 0 {
+		return nil, reconcile.HeldUntil(freed, errBudget, "datasource %s: no connection left in the budget of %d shared by all datasources (%s)",
+			name, m.opts.MaxTotalConns, MaxTotalConnsKey)
+	}
+	sh := &share{b: m.budget, key: key, reserved: got}
+	defer func() {
+		if err != nil {
+			sh.close()
+		}
+	}()
+	pc.ConnConfig.DialFunc = sh.dialer(pc.ConnConfig.DialFunc)
+	pc.MaxConns, pc.MinConns = p.MaxConns, min(p.MinConns, int32(got))
 	if p.MaxConnLifetime > 0 {
 		pc.MaxConnLifetime = p.MaxConnLifetime
 	}
@@ -54,7 +72,7 @@ func (m *Materializer) openPostgres(ctx context.Context, name string, rec Record
 	target := net.JoinHostPort(pc.ConnConfig.Host, strconv.Itoa(int(pc.ConnConfig.Port)))
 	log.DebugContext(ctx, "opening postgres pool", slog.String("host", pc.ConnConfig.Host), slog.Int("port", int(pc.ConnConfig.Port)),
 		slog.String("database", pc.ConnConfig.Database), slog.String("user", pc.ConnConfig.User),
-		slog.Int("max_conns", int(pc.MaxConns)), slog.Int("min_conns", int(pc.MinConns)))
+		slog.Int("max_conns", int(pc.MaxConns)), slog.Int("min_conns", int(pc.MinConns)), slog.Int("reserved_conns", got))
 
 	conn, err := pgx.ConnectConfig(ctx, pc.ConnConfig.Copy())
 	if err == nil {
@@ -70,7 +88,7 @@ func (m *Materializer) openPostgres(ctx context.Context, name string, rec Record
 	if err != nil {
 		return nil, reconcile.Invalid(err, "datasource %s: config: %s", name, redact.Secrets(err.Error(), password))
 	}
-	return &Pool{name: name, driver: DriverPostgres, pg: pool}, nil
+	return &Pool{name: name, driver: DriverPostgres, pg: pool, share: sh}, nil
 }
 
 // sqlstateClasses names the SQLSTATE classes a reason may show.
@@ -102,6 +120,9 @@ func classifyPG(ctx context.Context, name, target string, err error, password st
 		default:
 			return reconcile.Transient(err, "datasource %s: server %s: %s (%s)", name, target, msg, state)
 		}
+	}
+	if errors.Is(err, errCleartext) {
+		return reconcile.Refused(err, "datasource %s: server %s: %v", name, target, errCleartext)
 	}
 	if ctx.Err() != nil {
 		return reconcile.Transient(err, "datasource %s: connect %s: %v", name, target, ctx.Err())

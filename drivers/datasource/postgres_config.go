@@ -1,9 +1,12 @@
 package datasource
 
 import (
+	"errors"
 	"net/url"
 	"strconv"
 	"strings"
+
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/objectstack-fleet/reconciler/drivers/internal/jsonobj"
 )
@@ -213,4 +216,31 @@ func runtimeParams(cfg jsonobj.Object) (map[string]string, error) {
 		params["statement_timeout"] = strconv.FormatInt(ms, 10)
 	}
 	return params, nil
+}
+
+// AllowLocalKey is the config key that lets datasource rows reach local
+// servers (Unix sockets, a URL without a host).
+const AllowLocalKey = "datasource.allow_local"
+
+// errLocal is the cause of a datasource refused for a local target.
+var errLocal = errors.New("local datasource target refused")
+
+// localTarget says why a connection would not be a plain TCP one (a Unix
+// socket, or a URL without a host, which the driver fills with its local
+// defaults: the default socket, the daemon's OS user), or "".
+func localTarget(connString string, pc *pgxpool.Config) string {
+	if u, err := url.Parse(connString); err == nil && (u.Scheme == "postgres" || u.Scheme == "postgresql") &&
+		u.Host == "" && u.Query().Get("host") == "" {
+		return "config.url has no host"
+	}
+	hosts := []string{pc.ConnConfig.Host}
+	for _, f := range pc.ConnConfig.Fallbacks {
+		hosts = append(hosts, f.Host)
+	}
+	for _, h := range hosts {
+		if strings.HasPrefix(h, "/") || strings.HasPrefix(h, "@") {
+			return "the host is a Unix socket"
+		}
+	}
+	return ""
 }

@@ -77,8 +77,8 @@ func (c *Compiler) Materialize(ctx context.Context, d reconcile.Desired) (regist
 	if err != nil {
 		return nil, err
 	}
-	if err := VerifyChecksum(body, checksum); err != nil {
-		return nil, err
+	if err := metadata.VerifyChecksum(body, checksum); err != nil {
+		return nil, reconcile.Invalid(err, "%s: %s", err.Error(), metadata.ChecksumRemedy(d.Metadata.ID, d.Revision))
 	}
 	it.Resolved = d.Refs
 	c.log.DebugContext(ctx, "compiled metadata item", slog.String("kind", string(d.Kind)),

@@ -46,7 +46,7 @@ func TestRefusingBusIsARedactedReasonRetriedUntilItAccepts(t *testing.T) {
 		return testutil.ToFloat64(metric(t, d.reg, "reconciler_replica_publishes_total", "channel", replica.ChannelMetadata, "result", "error")) >= 2
 	})
 	st, _ := d.Status(registry.KindEngine, "object/task")
-	if st.State != replica.StateNudged || !strings.Contains(st.Error, "bus: publish on os:ps:metadata.mutated") || !strings.Contains(st.Error, "WRONGPASS") {
+	if st.State != registry.ReplicaNudged || !strings.Contains(st.Error, "bus: publish on os:ps:metadata.mutated") || !strings.Contains(st.Error, "WRONGPASS") {
 		t.Fatalf("status %+v: want nudged, naming the bus and the refusal", st)
 	}
 	if strings.Contains(st.Error, busPW) {
@@ -62,7 +62,7 @@ func TestRefusingBusIsARedactedReasonRetriedUntilItAccepts(t *testing.T) {
 	if err := admin.ConfigSet(context.Background(), "requirepass", busPW).Err(); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "in-sync once the bus accepts", stateIs(d, registry.KindEngine, "object/task", replica.StateInSync))
+	eventually(t, "in-sync once the bus accepts", stateIs(d, registry.KindEngine, "object/task", registry.ReplicaInSync))
 	if !n.Registered("task") {
 		t.Fatal("in-sync but the node does not serve task")
 	}

@@ -16,36 +16,6 @@ import (
 	"github.com/objectstack-fleet/reconciler/registry"
 )
 
-// State is what the Driver knows of an entry on its replica.
-type State string
-
-// The replica states of an entry.
-const (
-	// StatePending: changed, not checked or published yet (the first
-	// publish waits a random moment so that sidecars spread out).
-	StatePending State = "pending"
-	// StateInSync: a probe saw the replica serve what the row says.
-	StateInSync State = "in-sync"
-	// StateNudged: published, and the replica did not agree yet (or could
-	// not be asked); nudged again with backoff.
-	StateNudged State = "nudged"
-	// StateStale: the replica holds an older copy that no lane updates;
-	// Remedy says what does.
-	StateStale State = "stale"
-	// StateUnverifiable: published, but the replica does not show whether
-	// it applied it.
-	StateUnverifiable State = "unverifiable"
-)
-
-// Status is an entry's replica state, as /v1/items shows it.
-type Status struct {
-	State    State     `json:"state"`
-	Attempts int       `json:"attempts,omitempty"` // messages published for the current change
-	Error    string    `json:"error,omitempty"`    // why the replica does not agree yet, or the last failure
-	Remedy   string    `json:"remedy,omitempty"`   // what brings a stale entry back
-	Since    time.Time `json:"since"`
-}
-
 // RestartRemedy is the remedy of a stale entry.
 const RestartRemedy = "restart the replica: ObjectStack 17.4 reloads flows and permission sets only at boot"
 
@@ -129,7 +99,7 @@ type entry struct {
 	failures  int       // consecutive failed probes or publishes (backoff)
 	due       time.Time // next step; zero: nothing to do
 	running   bool      // a step is in flight
-	status    Status
+	status    registry.ReplicaStatus
 }
 
 // Driver drives one replica through the platform's lanes and verifies it.
@@ -247,7 +217,7 @@ func (d *Driver) restartLocked(e *entry, now, coverFrom time.Time) {
 	e.attempts = 0
 	e.failures = 0
 	e.due = now.Add(d.jitterLocked(now))
-	e.status = Status{State: StatePending, Since: now}
+	e.status = registry.ReplicaStatus{State: registry.ReplicaPending, Since: now}
 }
 
 // jitterLocked is the wait before an entry's first check: a random part of
@@ -300,26 +270,26 @@ func (d *Driver) poke() {
 
 // Status returns the replica state of the entry (false: the Driver has not
 // been told about it).
-func (d *Driver) Status(kind registry.Kind, key string) (Status, bool) {
+func (d *Driver) Status(kind registry.Kind, key string) (registry.ReplicaStatus, bool) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	e, ok := d.entries[registry.Ref{Kind: kind, Key: key}]
 	if !ok {
-		return Status{}, false
+		return registry.ReplicaStatus{}, false
 	}
 	return e.status, true
 }
 
 // Counts returns how many entries are in each replica state.
-func (d *Driver) Counts() map[State]int {
+func (d *Driver) Counts() map[registry.ReplicaState]int {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	return d.countsLocked()
 }
 
-func (d *Driver) countsLocked() map[State]int {
-	out := make(map[State]int, len(States))
-	for _, s := range States {
+func (d *Driver) countsLocked() map[registry.ReplicaState]int {
+	out := make(map[registry.ReplicaState]int, len(registry.ReplicaStates))
+	for _, s := range registry.ReplicaStates {
 		out[s] = 0
 	}
 	for _, e := range d.entries {
@@ -455,12 +425,12 @@ func (d *Driver) step(ctx context.Context, e *entry) {
 		} else {
 			out.status.Since = time.Now()
 		}
-		if e.status.State == StateNudged && out.status.State == StateInSync {
+		if e.status.State == registry.ReplicaNudged && out.status.State == registry.ReplicaInSync {
 			d.applied++
 		}
 		e.status = out.status
 	}
-	if e.deleted && e.due.IsZero() && (e.status.State == StateInSync || e.status.State == StateUnverifiable) {
+	if e.deleted && e.due.IsZero() && e.status.State.Settled() {
 		delete(d.entries, p.ref) // the deletion reached the replica as far as anyone can tell
 	}
 	d.countLocked()
@@ -468,7 +438,7 @@ func (d *Driver) step(ctx context.Context, e *entry) {
 
 // outcome is what a step decided.
 type outcome struct {
-	status    Status
+	status    registry.ReplicaStatus
 	published bool
 	attempts  int
 	failures  int
@@ -490,57 +460,57 @@ func (d *Driver) decide(ctx context.Context, p plan) outcome {
 		if !p.published {
 			// The lane does not update these on 17.4, but it is the
 			// platform's message for the change: send it once, then look.
-			return d.publishOnce(ctx, p, out, now, StatePending)
+			return d.publishOnce(ctx, p, out, now, registry.ReplicaPending)
 		}
 		v, detail, err = d.check(ctx, p)
 	default:
 		if p.tellFirst && !p.published {
-			return d.publishOnce(ctx, p, out, now, StatePending)
+			return d.publishOnce(ctx, p, out, now, registry.ReplicaPending)
 		}
 		v, detail, err = d.check(ctx, p)
 	}
 	if err != nil {
 		out.failures++
 		out.due = now.Add(d.bo.Delay(out.failures))
-		out.status = Status{State: StateNudged, Attempts: out.attempts, Error: err.Error()}
+		out.status = registry.ReplicaStatus{State: registry.ReplicaNudged, Attempts: out.attempts, Error: err.Error()}
 		if p.class == classFlow || p.class == classPermission {
-			out.status.State = StateUnverifiable
+			out.status.State = registry.ReplicaUnverifiable
 		}
 		return out
 	}
 	out.failures = 0
 	switch v {
 	case inSync:
-		out.status = Status{State: StateInSync, Attempts: out.attempts}
+		out.status = registry.ReplicaStatus{State: registry.ReplicaInSync, Attempts: out.attempts}
 		out.due = time.Time{}
 		return out
 	case stale:
-		out.status = Status{State: StateStale, Attempts: out.attempts, Error: detail, Remedy: RestartRemedy}
+		out.status = registry.ReplicaStatus{State: registry.ReplicaStale, Attempts: out.attempts, Error: detail, Remedy: RestartRemedy}
 		out.due = time.Time{}
 		return out
 	case unobservable:
 		if p.published {
-			out.status = Status{State: StateUnverifiable, Attempts: out.attempts}
+			out.status = registry.ReplicaStatus{State: registry.ReplicaUnverifiable, Attempts: out.attempts}
 			return out
 		}
-		return d.publishOnce(ctx, p, out, now, StateUnverifiable)
+		return d.publishOnce(ctx, p, out, now, registry.ReplicaUnverifiable)
 	}
 	// lacks: unless a message naming the entry is already on its way,
 	// nudge, then look again after a while.
 	if last, ok := d.lastSeen(p); ok && !last.Before(p.coverFrom) && now.Before(last.Add(d.opts.Settle)) {
-		out.status = Status{State: StateNudged, Attempts: out.attempts, Error: detail}
+		out.status = registry.ReplicaStatus{State: registry.ReplicaNudged, Attempts: out.attempts, Error: detail}
 		out.due = last.Add(d.opts.Settle)
 		return out
 	}
 	if err := d.publish(ctx, p); err != nil {
 		out.failures++
-		out.status = Status{State: StateNudged, Attempts: out.attempts, Error: err.Error()}
+		out.status = registry.ReplicaStatus{State: registry.ReplicaNudged, Attempts: out.attempts, Error: err.Error()}
 		out.due = now.Add(d.bo.Delay(out.failures))
 		return out
 	}
 	out.published = true
 	out.attempts++
-	out.status = Status{State: StateNudged, Attempts: out.attempts, Error: detail}
+	out.status = registry.ReplicaStatus{State: registry.ReplicaNudged, Attempts: out.attempts, Error: detail}
 	out.due = now.Add(max(d.opts.Settle, d.bo.Delay(out.attempts)-d.bo.Base))
 	if out.attempts > 1 {
 		if m := d.opts.Metrics; m != nil {
@@ -555,11 +525,11 @@ func (d *Driver) decide(ctx context.Context, p plan) outcome {
 // publishOnce publishes the entry's lanes once for this generation, unless
 // a message naming it was seen since the change; then the entry is in
 // state st (pending: looked at again after Settle).
-func (d *Driver) publishOnce(ctx context.Context, p plan, out outcome, now time.Time, st State) outcome {
+func (d *Driver) publishOnce(ctx context.Context, p plan, out outcome, now time.Time, st registry.ReplicaState) outcome {
 	if last, ok := d.lastSeen(p); !ok || last.Before(p.coverFrom) {
 		if err := d.publish(ctx, p); err != nil {
 			out.failures++
-			out.status = Status{State: StateNudged, Attempts: out.attempts, Error: err.Error()}
+			out.status = registry.ReplicaStatus{State: registry.ReplicaNudged, Attempts: out.attempts, Error: err.Error()}
 			out.due = now.Add(d.bo.Delay(out.failures))
 			return out
 		}
@@ -567,8 +537,8 @@ func (d *Driver) publishOnce(ctx context.Context, p plan, out outcome, now time.
 	}
 	out.published = true
 	out.failures = 0
-	out.status = Status{State: st, Attempts: out.attempts}
-	if st == StatePending {
+	out.status = registry.ReplicaStatus{State: st, Attempts: out.attempts}
+	if st == registry.ReplicaPending {
 		out.due = now.Add(d.opts.Settle)
 	}
 	return out
@@ -805,47 +775,24 @@ func (d *Driver) pruneSeen() {
 	d.mu.Unlock()
 }
 
-// Report is the replica part of status and drift reports.
-type Report struct {
-	// Counts are the entries per replica state.
-	Counts map[State]int `json:"counts"`
-	// Restarts counts replica restarts noticed since start.
-	Restarts int `json:"restarts"`
-	// Reachable is false while the replica's health endpoint does not
-	// answer.
-	Reachable bool `json:"reachable"`
-	// Lagging lists the entries the replica does not serve as the rows
-	// say: stale ones and ones nudged or waiting for a probe (drift
-	// reports only).
-	Lagging []ReportItem `json:"lagging,omitempty"`
-}
-
-// ReportItem is one lagging entry.
-type ReportItem struct {
-	Kind registry.Kind `json:"kind"`
-	Key  string        `json:"key"`
-	Status
-}
-
 // Summary returns the counts for status.
-func (d *Driver) Summary() Report {
+func (d *Driver) Summary() registry.ReplicaReport {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	return Report{Counts: d.countsLocked(), Restarts: d.restarts, Reachable: !d.down}
+	return registry.ReplicaReport{Counts: d.countsLocked(), Restarts: d.restarts, Reachable: !d.down}
 }
 
 // Drift returns the counts and the lagging entries, sorted by kind and key.
-func (d *Driver) Drift() Report {
+func (d *Driver) Drift() registry.ReplicaReport {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	r := Report{Counts: d.countsLocked(), Restarts: d.restarts, Reachable: !d.down, Lagging: []ReportItem{}}
+	r := registry.ReplicaReport{Counts: d.countsLocked(), Restarts: d.restarts, Reachable: !d.down, Lagging: []registry.ReplicaItem{}}
 	for _, e := range d.entries {
-		switch e.status.State {
-		case StateStale, StateNudged:
-			r.Lagging = append(r.Lagging, ReportItem{Kind: e.kind, Key: e.key, Status: e.status})
+		if e.status.State.Drifted() {
+			r.Lagging = append(r.Lagging, registry.ReplicaItem{Kind: e.kind, Key: e.key, ReplicaStatus: e.status})
 		}
 	}
-	slices.SortFunc(r.Lagging, func(a, b ReportItem) int {
+	slices.SortFunc(r.Lagging, func(a, b registry.ReplicaItem) int {
 		if c := strings.Compare(string(a.Kind), string(b.Kind)); c != 0 {
 			return c
 		}

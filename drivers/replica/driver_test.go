@@ -168,7 +168,7 @@ func change(kind registry.Kind, key string, action reconcile.Action) reconcile.C
 	return reconcile.ChangeSet{Replica: "r", Changes: []reconcile.Change{{Kind: kind, Key: key, Action: action, Revision: 1, State: registry.StateReady}}}
 }
 
-func stateIs(d sidecar, kind registry.Kind, key string, want replica.State) func() bool {
+func stateIs(d sidecar, kind registry.Kind, key string, want registry.ReplicaState) func() bool {
 	return func() bool {
 		st, ok := d.Status(kind, key)
 		return ok && st.State == want
@@ -191,7 +191,7 @@ func TestObjectCreatedChangedDeleted(t *testing.T) {
 
 	r.db.Put("object", "task", object("subject"))
 	d.Notify(change(registry.KindEngine, "object/task", reconcile.ActionCreate))
-	eventually(t, "task in-sync", stateIs(d, registry.KindEngine, "object/task", replica.StateInSync))
+	eventually(t, "task in-sync", stateIs(d, registry.KindEngine, "object/task", registry.ReplicaInSync))
 	if !n.Registered("task") {
 		t.Fatal("in-sync but the node does not serve task")
 	}
@@ -205,7 +205,7 @@ func TestObjectCreatedChangedDeleted(t *testing.T) {
 		f, _ := n.Object("task")["fields"].(map[string]any)
 		return f["priority"] != nil
 	})
-	eventually(t, "task in-sync again", stateIs(d, registry.KindEngine, "object/task", replica.StateInSync))
+	eventually(t, "task in-sync again", stateIs(d, registry.KindEngine, "object/task", registry.ReplicaInSync))
 
 	r.db.Delete("object", "task")
 	d.Notify(change(registry.KindEngine, "object/task", reconcile.ActionEvict))
@@ -234,7 +234,7 @@ func TestNothingPublishedWhenTheReplicaAlreadyAgrees(t *testing.T) {
 
 	d := r.sidecar(t, n, "reconciler:a", nil)
 	d.Notify(change(registry.KindEngine, "object/task", reconcile.ActionCreate))
-	eventually(t, "in-sync", stateIs(d, registry.KindEngine, "object/task", replica.StateInSync))
+	eventually(t, "in-sync", stateIs(d, registry.KindEngine, "object/task", registry.ReplicaInSync))
 	if st, _ := d.Status(registry.KindEngine, "object/task"); st.Attempts != 0 {
 		t.Fatalf("published %d times to a replica that had the change", st.Attempts)
 	}
@@ -249,7 +249,7 @@ func TestLostMessagesAreNudgedAgain(t *testing.T) {
 	d := r.sidecar(t, n, "reconciler:a", nil)
 	r.db.Put("object", "task", object("subject"))
 	d.Notify(change(registry.KindEngine, "object/task", reconcile.ActionCreate))
-	eventually(t, "in-sync despite two lost messages", stateIs(d, registry.KindEngine, "object/task", replica.StateInSync))
+	eventually(t, "in-sync despite two lost messages", stateIs(d, registry.KindEngine, "object/task", registry.ReplicaInSync))
 	st, _ := d.Status(registry.KindEngine, "object/task")
 	if st.Attempts != 3 {
 		t.Fatalf("attempts = %d, want 3 (two lost)", st.Attempts)
@@ -270,7 +270,7 @@ func TestNudgedStateNamesWhatIsMissing(t *testing.T) {
 	d.Notify(change(registry.KindEngine, "object/task", reconcile.ActionCreate))
 	eventually(t, "nudged twice", func() bool {
 		st, _ := d.Status(registry.KindEngine, "object/task")
-		return st.State == replica.StateNudged && st.Attempts >= 2
+		return st.State == registry.ReplicaNudged && st.Attempts >= 2
 	})
 	st, _ := d.Status(registry.KindEngine, "object/task")
 	if !strings.Contains(st.Error, "object task is not registered") {
@@ -289,11 +289,11 @@ func TestFlowsAndPermissionSetsChangedByRowAreStale(t *testing.T) {
 			key := typ + "/editor"
 
 			d.Notify(change(registry.KindEngine, key, reconcile.ActionCreate))
-			eventually(t, "in-sync at boot", stateIs(d, registry.KindEngine, key, replica.StateInSync))
+			eventually(t, "in-sync at boot", stateIs(d, registry.KindEngine, key, registry.ReplicaInSync))
 
 			r.db.Put(typ, "editor", map[string]any{"name": "editor", "objects": map[string]any{"task": map[string]any{"allowRead": true, "allowEdit": true}}})
 			d.Notify(change(registry.KindEngine, key, reconcile.ActionRebuild))
-			eventually(t, "stale", stateIs(d, registry.KindEngine, key, replica.StateStale))
+			eventually(t, "stale", stateIs(d, registry.KindEngine, key, registry.ReplicaStale))
 			st, _ := d.Status(registry.KindEngine, key)
 			if st.Remedy != replica.RestartRemedy || !strings.Contains(st.Error, "older copy") {
 				t.Fatalf("status = %+v", st)
@@ -308,7 +308,7 @@ func TestFlowsAndPermissionSetsChangedByRowAreStale(t *testing.T) {
 			}
 
 			n.Restart() // the remedy
-			eventually(t, "in-sync after the restart", stateIs(d, registry.KindEngine, key, replica.StateInSync))
+			eventually(t, "in-sync after the restart", stateIs(d, registry.KindEngine, key, registry.ReplicaInSync))
 		})
 	}
 }
@@ -327,9 +327,9 @@ func TestRestartedReplicaGetsItsObjectsBack(t *testing.T) {
 	cs.Changes = append(cs.Changes, reconcile.Change{Kind: registry.KindEngine, Key: "view/all_a1", Action: reconcile.ActionCreate})
 	d.Notify(cs)
 	for _, name := range names {
-		eventually(t, name+" in-sync", stateIs(d, registry.KindEngine, "object/"+name, replica.StateInSync))
+		eventually(t, name+" in-sync", stateIs(d, registry.KindEngine, "object/"+name, registry.ReplicaInSync))
 	}
-	eventually(t, "view unverifiable", stateIs(d, registry.KindEngine, "view/all_a1", replica.StateUnverifiable))
+	eventually(t, "view unverifiable", stateIs(d, registry.KindEngine, "view/all_a1", registry.ReplicaUnverifiable))
 
 	n.Restart()
 	eventually(t, "every object served again, no write, no change told", func() bool {
@@ -344,7 +344,7 @@ func TestRestartedReplicaGetsItsObjectsBack(t *testing.T) {
 		return testutil.ToFloat64(metric(t, d.reg, "reconciler_replica_restarts_total")) == 1
 	})
 	for _, name := range names {
-		eventually(t, name+" in-sync after heal", stateIs(d, registry.KindEngine, "object/"+name, replica.StateInSync))
+		eventually(t, name+" in-sync after heal", stateIs(d, registry.KindEngine, "object/"+name, registry.ReplicaInSync))
 	}
 }
 
@@ -357,10 +357,10 @@ func TestReplicaDownWaitsAndRecovers(t *testing.T) {
 	d.Notify(change(registry.KindEngine, "object/task", reconcile.ActionCreate))
 	eventually(t, "nudged with the reason", func() bool {
 		st, _ := d.Status(registry.KindEngine, "object/task")
-		return st.State == replica.StateNudged && strings.Contains(st.Error, "replica unreachable")
+		return st.State == registry.ReplicaNudged && strings.Contains(st.Error, "replica unreachable")
 	})
 	n.SetDown(false)
-	eventually(t, "in-sync once it is back", stateIs(d, registry.KindEngine, "object/task", replica.StateInSync))
+	eventually(t, "in-sync once it is back", stateIs(d, registry.KindEngine, "object/task", registry.ReplicaInSync))
 }
 
 func TestRefusedTokenIsAReasonWithoutTheToken(t *testing.T) {
@@ -386,7 +386,7 @@ func TestDatasourcePoolFollowsTheRow(t *testing.T) {
 	n := r.node(t, replicatest.Options{})
 	d := r.sidecar(t, n, "reconciler:a", nil)
 	d.Notify(change(registry.KindDatasource, "crm", reconcile.ActionCreate))
-	eventually(t, "in-sync", stateIs(d, registry.KindDatasource, "crm", replica.StateInSync))
+	eventually(t, "in-sync", stateIs(d, registry.KindDatasource, "crm", registry.ReplicaInSync))
 
 	r.db.Put("datasource", "crm", map[string]any{"name": "crm", "active": false})
 	d.Notify(change(registry.KindDatasource, "crm", reconcile.ActionEvict))
@@ -407,7 +407,7 @@ func TestUnobservableEntriesArePublishedOnceAndNeverInSync(t *testing.T) {
 	}})
 	for _, ref := range []registry.Ref{{Kind: registry.KindEngine, Key: "org_1:view/all_tasks"}, {Kind: registry.KindEngine, Key: "hook/on_task"},
 		{Kind: registry.KindCredential, Key: "crm-token"}, {Kind: registry.KindConnector, Key: "crm"}} {
-		eventually(t, ref.String()+" unverifiable", stateIs(d, ref.Kind, ref.Key, replica.StateUnverifiable))
+		eventually(t, ref.String()+" unverifiable", stateIs(d, ref.Kind, ref.Key, registry.ReplicaUnverifiable))
 	}
 	eventually(t, "5 messages", func() bool { return len(tp.all()) == 5 })
 	var refs []string
@@ -440,7 +440,7 @@ func TestBadKeyAffectsOnlyItsEntry(t *testing.T) {
 		{Kind: registry.KindEngine, Key: "no-slash", Action: reconcile.ActionCreate},
 		{Kind: registry.KindEngine, Key: "object/task", Action: reconcile.ActionCreate},
 	}})
-	eventually(t, "good entry in-sync", stateIs(d, registry.KindEngine, "object/task", replica.StateInSync))
+	eventually(t, "good entry in-sync", stateIs(d, registry.KindEngine, "object/task", registry.ReplicaInSync))
 	if _, ok := d.Status(registry.KindEngine, "no-slash"); ok {
 		t.Fatal("a key without type/name is driven")
 	}
@@ -466,7 +466,7 @@ func TestFleetSendsAboutOneMessagePerChange(t *testing.T) {
 			d.Notify(change(registry.KindEngine, "object/"+name, reconcile.ActionCreate))
 		}
 		for _, d := range ds {
-			eventually(t, name+" in-sync everywhere", stateIs(d, registry.KindEngine, "object/"+name, replica.StateInSync))
+			eventually(t, name+" in-sync everywhere", stateIs(d, registry.KindEngine, "object/"+name, registry.ReplicaInSync))
 		}
 	}
 	for _, n := range nodes {
@@ -567,7 +567,7 @@ func TestConvergesThroughALossyBus(t *testing.T) {
 	for c := range changes {
 		name := "lossy" + string(rune('a'+c))
 		for i, d := range ds {
-			eventually(t, name+" in-sync", stateIs(d, registry.KindEngine, "object/"+name, replica.StateInSync))
+			eventually(t, name+" in-sync", stateIs(d, registry.KindEngine, "object/"+name, registry.ReplicaInSync))
 			if !nodes[i].Registered(name) {
 				t.Fatalf("%s in-sync but not served", name)
 			}
@@ -585,7 +585,7 @@ func TestTranslationServedForItsLocale(t *testing.T) {
 	d := r.sidecar(t, n, "reconciler:a", nil)
 	r.db.Put("translation", "fr_crm", map[string]any{"name": "fr_crm", "locale": "fr", "objects": map[string]any{"task": map[string]any{"label": "Tâche"}}})
 	d.Notify(change(registry.KindEngine, "translation/fr_crm", reconcile.ActionCreate))
-	eventually(t, "translation in-sync", stateIs(d, registry.KindEngine, "translation/fr_crm", replica.StateInSync))
+	eventually(t, "translation in-sync", stateIs(d, registry.KindEngine, "translation/fr_crm", registry.ReplicaInSync))
 	if st, _ := d.Status(registry.KindEngine, "translation/fr_crm"); st.Attempts != 1 {
 		t.Fatalf("attempts = %d", st.Attempts)
 	}
@@ -599,7 +599,7 @@ func TestRestartAfterAShortLifeAndASlowBoot(t *testing.T) {
 	d := r.sidecar(t, n, "reconciler:a", nil)
 	r.db.Put("object", "task", object("subject"))
 	d.Notify(change(registry.KindEngine, "object/task", reconcile.ActionCreate))
-	eventually(t, "in-sync", stateIs(d, registry.KindEngine, "object/task", replica.StateInSync))
+	eventually(t, "in-sync", stateIs(d, registry.KindEngine, "object/task", registry.ReplicaInSync))
 	eventually(t, "the node up for a while", func() bool { return n.Uptime() > 1500*time.Millisecond })
 	n.RestartBooted(2500 * time.Millisecond)
 	eventually(t, "served again", func() bool { return n.Registered("task") })
@@ -621,7 +621,7 @@ func TestDatasourceRebuiltIsToldOnce(t *testing.T) {
 		d.Notify(change(registry.KindDatasource, "crm", reconcile.ActionCreate))
 	}
 	for _, d := range ds {
-		eventually(t, "in-sync", stateIs(d, registry.KindDatasource, "crm", replica.StateInSync))
+		eventually(t, "in-sync", stateIs(d, registry.KindDatasource, "crm", registry.ReplicaInSync))
 	}
 	if got := tp.count(replica.ChannelDatasource); got != 0 {
 		t.Fatalf("%d messages for a datasource the node already had", got)
@@ -631,7 +631,7 @@ func TestDatasourceRebuiltIsToldOnce(t *testing.T) {
 		d.Notify(change(registry.KindDatasource, "crm", reconcile.ActionRebuild))
 	}
 	for _, d := range ds {
-		eventually(t, "in-sync after the rebuild", stateIs(d, registry.KindDatasource, "crm", replica.StateInSync))
+		eventually(t, "in-sync after the rebuild", stateIs(d, registry.KindDatasource, "crm", registry.ReplicaInSync))
 	}
 	if got := tp.count(replica.ChannelDatasource); got < 1 || got > 2 {
 		t.Fatalf("%d messages for one datasource change across 2 sidecars", got)

@@ -1,6 +1,12 @@
 package replica
 
-import "github.com/prometheus/client_golang/prometheus"
+import (
+	"strings"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/objectstack-fleet/reconciler/registry"
+)
 
 // Metrics are the Driver's Prometheus series. Every label set the Driver
 // can export exists from the start, at 0.
@@ -12,9 +18,6 @@ type Metrics struct {
 	observed      *prometheus.CounterVec
 	entries       *prometheus.GaugeVec
 }
-
-// States lists every replica state of an entry.
-var States = []State{StatePending, StateInSync, StateNudged, StateStale, StateUnverifiable}
 
 // NewMetrics registers the series on reg (nil: not registered).
 func NewMetrics(reg prometheus.Registerer) *Metrics {
@@ -41,7 +44,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		}, []string{"origin"}),
 		entries: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "reconciler_replica_entries",
-			Help: "Entries by replica state (pending, in-sync, nudged, stale, unverifiable).",
+			Help: "Entries by replica state (" + stateNames() + ").",
 		}, []string{"state"}),
 	}
 	for _, ch := range Channels {
@@ -55,11 +58,20 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	for _, o := range []string{"own", "other"} {
 		m.observed.WithLabelValues(o)
 	}
-	for _, s := range States {
+	for _, s := range registry.ReplicaStates {
 		m.entries.WithLabelValues(string(s))
 	}
 	if reg != nil {
 		reg.MustRegister(m.publishes, m.verifications, m.restarts, m.nudges, m.observed, m.entries)
 	}
 	return m
+}
+
+// stateNames lists the replica states for a help text.
+func stateNames() string {
+	names := make([]string, len(registry.ReplicaStates))
+	for i, s := range registry.ReplicaStates {
+		names[i] = string(s)
+	}
+	return strings.Join(names, ", ")
 }

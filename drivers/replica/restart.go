@@ -113,12 +113,12 @@ func NewRestarter(d *Driver, opts RestartOptions) *Restarter {
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
-	phase := snapshot.RestartIdle
+	phase := registry.RestartIdle
 	if len(opts.Command) == 0 {
-		phase = snapshot.RestartOff
+		phase = registry.RestartOff
 	}
 	r := &Restarter{d: d, opts: opts, log: opts.Logger}
-	r.node = snapshot.Node{Reported: true, Restart: snapshot.NodeRestart{Phase: phase, Since: time.Now()}}
+	r.node = snapshot.Node{Reported: true, Restart: registry.NodeRestart{Phase: phase, Since: time.Now()}}
 	opts.Metrics.phase(phase)
 	return r
 }
@@ -132,7 +132,7 @@ func (r *Restarter) Node() snapshot.Node {
 
 // RestartReport is the restart part of the replica section of status.
 type RestartReport struct {
-	snapshot.NodeRestart
+	registry.NodeRestart
 	// Enabled: replica.restart.command is set.
 	Enabled bool `json:"enabled"`
 	// Shadow: restarts are reported, not done.
@@ -145,10 +145,10 @@ type RestartReport struct {
 }
 
 // Report returns the restart report for status.
-func (r *Restarter) Report() RestartReport {
+func (r *Restarter) Report() registry.ReplicaRestart {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	rep := RestartReport{NodeRestart: r.node.Restart, Enabled: len(r.opts.Command) > 0, Shadow: r.opts.Shadow, Ready: r.node.Ready}
+	rep := registry.ReplicaRestart{NodeRestart: r.node.Restart, Enabled: len(r.opts.Command) > 0, Shadow: r.opts.Shadow, Ready: r.node.Ready}
 	if r.node.Deaf {
 		rep.NoLanes = NoLanesRemedy(r.node.Nudged, r.peers)
 	}
@@ -182,14 +182,14 @@ func (d *Driver) restartView() view {
 	laneNudged := 0
 	for ref, e := range d.entries {
 		switch e.status.State {
-		case StateStale:
+		case registry.ReplicaStale:
 			v.stale = append(v.stale, ref)
 			if v.staleSince.IsZero() || e.status.Since.Before(v.staleSince) {
 				v.staleSince = e.status.Since
 			}
-		case StatePending:
+		case registry.ReplicaPending:
 			v.pending++
-		case StateNudged:
+		case registry.ReplicaNudged:
 			v.nudged++
 			if lanesApply(e.class) && e.status.Attempts >= deafAttempts {
 				laneNudged++
@@ -270,10 +270,10 @@ func (r *Restarter) resume(ctx context.Context) {
 			r.mu.Lock()
 			nr := rep.Node.Restart
 			r.node.Restart.LastAt, r.node.Restart.LastResult, r.node.Restart.LastReason, r.node.Restart.Count = nr.LastAt, nr.LastResult, nr.LastReason, nr.Count
-			if nr.Phase == snapshot.RestartInFlight && nr.LastResult == "" {
+			if nr.Phase == registry.RestartInFlight && nr.LastResult == "" {
 				// This sidecar died restarting: the lease expires by
 				// itself; the restart counts for min_interval.
-				r.node.Restart.LastResult, r.node.Restart.LastReason = snapshot.RestartFailed, "the sidecar stopped while the restart was in flight"
+				r.node.Restart.LastResult, r.node.Restart.LastReason = registry.RestartFailed, "the sidecar stopped while the restart was in flight"
 			}
 			r.mu.Unlock()
 		}
@@ -349,7 +349,7 @@ func (r *Restarter) livePeers(reps []snapshot.Replica) []snapshot.Replica {
 // setPhase moves the report to phase with reason, telling OnChange, the
 // log and the metrics when either changed. refusal labels a refusal's
 // count.
-func (r *Restarter) setPhase(ctx context.Context, phase snapshot.RestartPhase, reason, refusal string) {
+func (r *Restarter) setPhase(ctx context.Context, phase registry.RestartPhase, reason, refusal string) {
 	r.mu.Lock()
 	cur := r.node.Restart
 	if cur.Phase == phase && cur.Reason == reason {
@@ -362,11 +362,11 @@ func (r *Restarter) setPhase(ctx context.Context, phase snapshot.RestartPhase, r
 	}
 	r.mu.Unlock()
 	r.opts.Metrics.phase(phase)
-	if phase == snapshot.RestartRefused && cur.Reason != reason {
+	if phase == registry.RestartRefused && cur.Reason != reason {
 		r.opts.Metrics.refused(refusal)
 	}
 	switch phase {
-	case snapshot.RestartRefused, snapshot.RestartWouldRestart, snapshot.RestartOff:
+	case registry.RestartRefused, registry.RestartWouldRestart, registry.RestartOff:
 		if cur.Phase != phase {
 			r.log.InfoContext(ctx, "replica restart "+string(phase), slog.String("reason", reason))
 		}
@@ -383,35 +383,35 @@ func (r *Restarter) decide(ctx context.Context, v view) {
 		r.mu.Unlock()
 		switch {
 		case len(r.opts.Command) == 0:
-			r.setPhase(ctx, snapshot.RestartOff, "", "")
-		case cur != snapshot.RestartDone && cur != snapshot.RestartFailed:
-			r.setPhase(ctx, snapshot.RestartIdle, "", "")
+			r.setPhase(ctx, registry.RestartOff, "", "")
+		case cur != registry.RestartDone && cur != registry.RestartFailed:
+			r.setPhase(ctx, registry.RestartIdle, "", "")
 		}
 		return
 	}
 	now := time.Now()
 	what := staleWhat(v.stale)
 	if len(r.opts.Command) == 0 {
-		r.setPhase(ctx, snapshot.RestartOff, what+": set "+"replica.restart.command, or "+RestartRemedy, "")
+		r.setPhase(ctx, registry.RestartOff, what+": set "+"replica.restart.command, or "+RestartRemedy, "")
 		return
 	}
 	if due := v.staleSince.Add(r.opts.After); now.Before(due) {
-		r.setPhase(ctx, snapshot.RestartPlanned, fmt.Sprintf("%s: restart at %s (replica.restart.after %s)", what, stamp(due), r.opts.After), "")
+		r.setPhase(ctx, registry.RestartPlanned, fmt.Sprintf("%s: restart at %s (replica.restart.after %s)", what, stamp(due), r.opts.After), "")
 		return
 	}
 	r.mu.Lock()
 	last := r.node.Restart.LastAt
 	r.mu.Unlock()
 	if next := last.Add(r.opts.MinInterval); !last.IsZero() && now.Before(next) {
-		r.setPhase(ctx, snapshot.RestartPlanned, fmt.Sprintf("%s: restart at %s (replica.restart.min_interval %s since the last one)", what, stamp(next), r.opts.MinInterval), "")
+		r.setPhase(ctx, registry.RestartPlanned, fmt.Sprintf("%s: restart at %s (replica.restart.min_interval %s since the last one)", what, stamp(next), r.opts.MinInterval), "")
 		return
 	}
 	if ok, why, label := r.safe(ctx); !ok {
-		r.setPhase(ctx, snapshot.RestartRefused, what+": "+why, label)
+		r.setPhase(ctx, registry.RestartRefused, what+": "+why, label)
 		return
 	}
 	if r.opts.Shadow {
-		r.setPhase(ctx, snapshot.RestartWouldRestart, what+": would restart the replica now (shadow mode)", "")
+		r.setPhase(ctx, registry.RestartWouldRestart, what+": would restart the replica now (shadow mode)", "")
 		return
 	}
 	lctx, cancel := context.WithTimeout(ctx, 5*time.Second)
@@ -420,17 +420,17 @@ func (r *Restarter) decide(ctx context.Context, v view) {
 	var held *snapshot.LeaseHeldError
 	switch {
 	case errors.As(err, &held):
-		r.setPhase(ctx, snapshot.RestartRefused, fmt.Sprintf("%s: replica %s is restarting (it holds the restart lease until %s)", what, held.Lease.Holder, stamp(held.Lease.ExpiresAt)), "lease")
+		r.setPhase(ctx, registry.RestartRefused, fmt.Sprintf("%s: replica %s is restarting (it holds the restart lease until %s)", what, held.Lease.Holder, stamp(held.Lease.ExpiresAt)), "lease")
 		return
 	case err != nil:
-		r.setPhase(ctx, snapshot.RestartRefused, what+": the restart lease could not be taken: "+err.Error(), "store")
+		r.setPhase(ctx, registry.RestartRefused, what+": the restart lease could not be taken: "+err.Error(), "store")
 		return
 	}
 	// Holding the lease, look again: a peer that was restarting until its
 	// lease expired may not be ready yet.
 	if ok, why, label := r.safe(ctx); !ok {
 		r.release(ctx, lease)
-		r.setPhase(ctx, snapshot.RestartRefused, what+": "+why, label)
+		r.setPhase(ctx, registry.RestartRefused, what+": "+why, label)
 		return
 	}
 	r.restart(ctx, lease, v)
@@ -454,7 +454,7 @@ func (r *Restarter) safe(ctx context.Context) (ok bool, why, label string) {
 		switch n := p.Node; {
 		case !n.Reported:
 			return false, fmt.Sprintf("replica %s reports no node (a sidecar without replica.url, or an older version)", p.ReplicaID), "peer"
-		case n.Restart.Phase == snapshot.RestartInFlight:
+		case n.Restart.Phase == registry.RestartInFlight:
 			return false, fmt.Sprintf("replica %s is restarting", p.ReplicaID), "peer"
 		case !n.Ready:
 			return false, fmt.Sprintf("replica %s is not ready (its node does not answer /api/v1/ready 200)", p.ReplicaID), "peer"
@@ -474,12 +474,12 @@ func (r *Restarter) restart(ctx context.Context, lease snapshot.Lease, v view) {
 	r.node.Restart.LastAt, r.node.Restart.LastResult, r.node.Restart.LastReason = start, "", ""
 	r.node.Restart.Count++
 	r.mu.Unlock()
-	r.setPhase(ctx, snapshot.RestartInFlight, what+": restarting the replica", "")
+	r.setPhase(ctx, registry.RestartInFlight, what+": restarting the replica", "")
 	r.log.InfoContext(ctx, "restarting the replica", slog.Int("stale", len(v.stale)), slog.String("first", string(v.stale[0].Kind)+" "+v.stale[0].Key),
 		slog.Int64("lease_token", lease.Token))
 
 	if err := r.run(ctx, deadline); err != nil {
-		r.finish(ctx, lease, snapshot.RestartFailed, "failed", "the restart command failed: "+err.Error(), start)
+		r.finish(ctx, lease, registry.RestartFailed, "failed", "the restart command failed: "+err.Error(), start)
 		return
 	}
 	t := time.NewTicker(r.opts.Interval)
@@ -500,10 +500,10 @@ func (r *Restarter) restart(ctx context.Context, lease snapshot.Lease, v view) {
 				}
 			}
 			if len(left) > 0 {
-				r.finish(ctx, lease, snapshot.RestartFailed, "uncleared", fmt.Sprintf("the restart did not clear %s: not repeated before replica.restart.min_interval (%s)", staleWhat(left), r.opts.MinInterval), start)
+				r.finish(ctx, lease, registry.RestartFailed, "uncleared", fmt.Sprintf("the restart did not clear %s: not repeated before replica.restart.min_interval (%s)", staleWhat(left), r.opts.MinInterval), start)
 				return
 			}
-			r.finish(ctx, lease, snapshot.RestartDone, "done", fmt.Sprintf("restarted and healed in %s (ready again after %s); %d stale entries in-sync",
+			r.finish(ctx, lease, registry.RestartDone, "done", fmt.Sprintf("restarted and healed in %s (ready again after %s); %d stale entries in-sync",
 				time.Since(start).Round(time.Second), readyAt.Sub(start).Round(time.Second), len(v.stale)), start)
 			return
 		}
@@ -515,7 +515,7 @@ func (r *Restarter) restart(ctx context.Context, lease snapshot.Lease, v view) {
 			case noticed:
 				why = fmt.Sprintf("%d entries pending, %d nudged", now.pending, now.nudged)
 			}
-			r.finish(ctx, lease, snapshot.RestartFailed, "unhealed", fmt.Sprintf("not ready and healed within replica.restart.lease_timeout (%s): %s", r.opts.LeaseTimeout, why), start)
+			r.finish(ctx, lease, registry.RestartFailed, "unhealed", fmt.Sprintf("not ready and healed within replica.restart.lease_timeout (%s): %s", r.opts.LeaseTimeout, why), start)
 			return
 		}
 		select {
@@ -529,7 +529,7 @@ func (r *Restarter) restart(ctx context.Context, lease snapshot.Lease, v view) {
 
 // finish ends a restart: the lease released, the report and the metrics
 // say how it ended.
-func (r *Restarter) finish(ctx context.Context, lease snapshot.Lease, phase snapshot.RestartPhase, result, reason string, start time.Time) {
+func (r *Restarter) finish(ctx context.Context, lease snapshot.Lease, phase registry.RestartPhase, result, reason string, start time.Time) {
 	r.release(ctx, lease)
 	r.mu.Lock()
 	r.node.Restart.LastResult, r.node.Restart.LastReason = phase, reason
@@ -539,7 +539,7 @@ func (r *Restarter) finish(ctx context.Context, lease snapshot.Lease, phase snap
 		m.runs.WithLabelValues(result).Inc()
 	}
 	lvl := slog.LevelInfo
-	if phase != snapshot.RestartDone {
+	if phase != registry.RestartDone {
 		lvl = slog.LevelWarn
 	}
 	r.log.Log(ctx, lvl, "replica restart "+result, slog.String("reason", reason), slog.Duration("took", time.Since(start).Round(time.Millisecond)))

@@ -3,7 +3,7 @@ package replica
 import (
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/objectstack-fleet/reconciler/snapshot"
+	"github.com/objectstack-fleet/reconciler/registry"
 )
 
 // RestartMetrics are a Restarter's Prometheus series. Every label set
@@ -47,7 +47,7 @@ func NewRestartMetrics(reg prometheus.Registerer) *RestartMetrics {
 	for _, r := range restartRefusals {
 		m.refusals.WithLabelValues(r)
 	}
-	for _, p := range snapshot.RestartPhases {
+	for _, p := range registry.RestartPhases {
 		m.phases.WithLabelValues(string(p))
 	}
 	if reg != nil {
@@ -57,11 +57,11 @@ func NewRestartMetrics(reg prometheus.Registerer) *RestartMetrics {
 }
 
 // phase sets the phase gauge to p alone.
-func (m *RestartMetrics) phase(p snapshot.RestartPhase) {
+func (m *RestartMetrics) phase(p registry.RestartPhase) {
 	if m == nil {
 		return
 	}
-	for _, q := range snapshot.RestartPhases {
+	for _, q := range registry.RestartPhases {
 		v := 0.0
 		if q == p {
 			v = 1

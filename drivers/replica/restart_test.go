@@ -132,7 +132,7 @@ func (rr *restartRig) makeStale(t *testing.T, name string) string {
 		p.side.Notify(change(registry.KindEngine, key, reconcile.ActionCreate))
 	}
 	for _, p := range rr.peers {
-		eventually(t, p.id+" in-sync", stateIs(p.side, registry.KindEngine, key, replica.StateInSync))
+		eventually(t, p.id+" in-sync", stateIs(p.side, registry.KindEngine, key, registry.ReplicaInSync))
 	}
 	rr.db.Put("permission", name, map[string]any{"name": name, "objects": map[string]any{"task": map[string]any{"allowRead": false}}})
 	for _, p := range rr.peers {
@@ -141,7 +141,7 @@ func (rr *restartRig) makeStale(t *testing.T, name string) string {
 	return key
 }
 
-func phaseIs(p *restartPeer, want snapshot.RestartPhase) func() bool {
+func phaseIs(p *restartPeer, want registry.RestartPhase) func() bool {
 	return func() bool {
 		rep := p.rs.Report()
 		if rep.Phase != want {
@@ -152,7 +152,7 @@ func phaseIs(p *restartPeer, want snapshot.RestartPhase) func() bool {
 }
 
 // last is the last report a phaseIs condition saw, for failure messages.
-var last atomic.Pointer[replica.RestartReport]
+var last atomic.Pointer[registry.ReplicaRestart]
 
 // readyNow says whether a stand-in node answers /api/v1/ready 200.
 func readyNow(client *http.Client, url string) bool {
@@ -201,11 +201,11 @@ func TestRestartOneAtATime(t *testing.T) {
 	}()
 	key := rr.makeStale(t, "editor")
 	for _, p := range rr.peers {
-		eventually(t, p.id+" stale", stateIs(p.side, registry.KindEngine, key, replica.StateStale))
+		eventually(t, p.id+" stale", stateIs(p.side, registry.KindEngine, key, registry.ReplicaStale))
 	}
 	for _, p := range rr.peers {
-		eventually(t, p.id+" restarted and healed", phaseIs(p, snapshot.RestartDone))
-		eventually(t, p.id+" in-sync", stateIs(p.side, registry.KindEngine, key, replica.StateInSync))
+		eventually(t, p.id+" restarted and healed", phaseIs(p, registry.RestartDone))
+		eventually(t, p.id+" in-sync", stateIs(p.side, registry.KindEngine, key, registry.ReplicaInSync))
 	}
 	close(stop)
 	<-watched
@@ -220,7 +220,7 @@ func TestRestartOneAtATime(t *testing.T) {
 			t.Errorf("%s: %v restarts counted done, want 1", p.id, got)
 		}
 		rep := p.rs.Report()
-		if rep.Count != 1 || rep.LastResult != snapshot.RestartDone || !strings.Contains(rep.Reason, "healed") {
+		if rep.Count != 1 || rep.LastResult != registry.RestartDone || !strings.Contains(rep.Reason, "healed") {
 			t.Errorf("%s report %+v", p.id, rep)
 		}
 	}
@@ -241,7 +241,7 @@ func TestRestartRefusedWhileAPeerIsDown(t *testing.T) {
 	b.node.SetDown(true)
 	eventually(t, "refused", func() bool {
 		rep := a.rs.Report()
-		return rep.Phase == snapshot.RestartRefused && strings.Contains(rep.Reason, "replica b is not ready")
+		return rep.Phase == registry.RestartRefused && strings.Contains(rep.Reason, "replica b is not ready")
 	})
 	if a.restarts.Load() != 0 {
 		t.Fatal("restarted while its peer was down")
@@ -250,15 +250,15 @@ func TestRestartRefusedWhileAPeerIsDown(t *testing.T) {
 		t.Fatalf("refusal not counted: %v", got)
 	}
 	b.node.SetDown(false)
-	eventually(t, "restarted", phaseIs(a, snapshot.RestartDone))
-	eventually(t, "a in-sync", stateIs(a.side, registry.KindEngine, key, replica.StateInSync))
+	eventually(t, "restarted", phaseIs(a, registry.RestartDone))
+	eventually(t, "a in-sync", stateIs(a.side, registry.KindEngine, key, registry.ReplicaInSync))
 	// b has no command: it keeps naming the remedy, and its stale entry
 	// never blocked a.
 	eventually(t, "b off", func() bool {
 		rep := b.rs.Report()
-		return rep.Phase == snapshot.RestartOff && strings.Contains(rep.Reason, "replica.restart.command")
+		return rep.Phase == registry.RestartOff && strings.Contains(rep.Reason, "replica.restart.command")
 	})
-	if st, _ := b.side.Status(registry.KindEngine, key); st.State != replica.StateStale {
+	if st, _ := b.side.Status(registry.KindEngine, key); st.State != registry.ReplicaStale {
 		t.Fatalf("b: %+v", st)
 	}
 }
@@ -274,9 +274,9 @@ func TestRestartWaitsForADeadHoldersLease(t *testing.T) {
 	rr.makeStale(t, "editor")
 	eventually(t, "refused by the lease", func() bool {
 		rep := a.rs.Report()
-		return rep.Phase == snapshot.RestartRefused && strings.Contains(rep.Reason, "replica dead is restarting")
+		return rep.Phase == registry.RestartRefused && strings.Contains(rep.Reason, "replica dead is restarting")
 	})
-	eventually(t, "restarted after the lease expired", phaseIs(a, snapshot.RestartDone))
+	eventually(t, "restarted after the lease expired", phaseIs(a, registry.RestartDone))
 	if a.restarts.Load() != 1 {
 		t.Fatalf("%d restarts", a.restarts.Load())
 	}
@@ -293,7 +293,7 @@ func TestRestartThatDoesNotHealIsReportedAndNotRepeated(t *testing.T) {
 		o.LeaseTimeout = 1500 * time.Millisecond
 	})
 	rr.makeStale(t, "editor")
-	eventually(t, "failed", func() bool { return a.rs.Report().LastResult == snapshot.RestartFailed })
+	eventually(t, "failed", func() bool { return a.rs.Report().LastResult == registry.RestartFailed })
 	rep := a.rs.Report()
 	if !strings.Contains(rep.LastReason, "lease_timeout") || !strings.Contains(rep.LastReason, "no restart of the replica was noticed") {
 		t.Fatalf("report %+v", rep)
@@ -303,7 +303,7 @@ func TestRestartThatDoesNotHealIsReportedAndNotRepeated(t *testing.T) {
 	}
 	eventually(t, "planned after min_interval", func() bool {
 		rep := a.rs.Report()
-		return rep.Phase == snapshot.RestartPlanned && strings.Contains(rep.Reason, "min_interval")
+		return rep.Phase == registry.RestartPlanned && strings.Contains(rep.Reason, "min_interval")
 	})
 	if b, _ := os.ReadFile(ran); strings.Count(string(b), "\n") != 1 {
 		t.Fatalf("command ran %q", b)
@@ -321,7 +321,7 @@ func TestRestartFailingCommand(t *testing.T) {
 		o.Command = []string{"/bin/sh", "-c", "echo no such unit >&2; exit 3"}
 	})
 	rr.makeStale(t, "editor")
-	eventually(t, "failed", func() bool { return a.rs.Report().LastResult == snapshot.RestartFailed })
+	eventually(t, "failed", func() bool { return a.rs.Report().LastResult == registry.RestartFailed })
 	if rep := a.rs.Report(); !strings.Contains(rep.LastReason, "no such unit") || !strings.Contains(rep.LastReason, "exit status 3") {
 		t.Fatalf("report %+v", rep)
 	}
@@ -336,7 +336,7 @@ func TestRestartShadow(t *testing.T) {
 	rr := newRestartRig(t)
 	a := rr.add(t, "a", func(o *replica.RestartOptions) { o.Shadow = true })
 	rr.makeStale(t, "editor")
-	eventually(t, "would restart", phaseIs(a, snapshot.RestartWouldRestart))
+	eventually(t, "would restart", phaseIs(a, registry.RestartWouldRestart))
 	if rep := a.rs.Report(); !strings.Contains(rep.Reason, "shadow") || !rep.Shadow {
 		t.Fatalf("report %+v", rep)
 	}
@@ -355,7 +355,7 @@ func TestRestartPlannedUntilAfter(t *testing.T) {
 	rr.makeStale(t, "editor")
 	eventually(t, "planned", func() bool {
 		rep := a.rs.Report()
-		return rep.Phase == snapshot.RestartPlanned && strings.Contains(rep.Reason, "replica.restart.after 1h0m0s") && strings.Contains(rep.Reason, "permission/editor")
+		return rep.Phase == registry.RestartPlanned && strings.Contains(rep.Reason, "replica.restart.after 1h0m0s") && strings.Contains(rep.Reason, "permission/editor")
 	})
 	if n := a.rs.Node(); !n.Reported || !n.Ready || n.Stale != 1 {
 		t.Fatalf("node report %+v", n)
@@ -395,7 +395,7 @@ func TestNoLanesNamed(t *testing.T) {
 	if got := testutil.ToFloat64(metric(t, deaf.reg, "reconciler_replica_no_lanes")); got != 1 {
 		t.Fatalf("reconciler_replica_no_lanes = %v", got)
 	}
-	if rep.Phase != snapshot.RestartOff {
+	if rep.Phase != registry.RestartOff {
 		t.Fatalf("phase %q without a command", rep.Phase)
 	}
 }

@@ -109,9 +109,9 @@ func (s *laneSidecar) changed(kind registry.Kind, key string, action reconcile.A
 	s.drv.Notify(reconcile.ChangeSet{Replica: s.name, Changes: []reconcile.Change{{Kind: kind, Key: key, Action: action, State: registry.StateReady}}})
 }
 
-func (s *laneSidecar) waitState(t *testing.T, kind registry.Kind, key string, want replica.State) replica.Status {
+func (s *laneSidecar) waitState(t *testing.T, kind registry.Kind, key string, want registry.ReplicaState) registry.ReplicaStatus {
 	t.Helper()
-	var st replica.Status
+	var st registry.ReplicaStatus
 	err := poll(converge, 50*time.Millisecond, nil, func() error {
 		var ok bool
 		st, ok = s.drv.Status(kind, key)
@@ -227,8 +227,8 @@ func TestReplicaLanes(t *testing.T) {
 			s.changed(kind, key, action)
 		}
 	}
-	waitEach := func(kind registry.Kind, key string, want replica.State) []replica.Status {
-		var out []replica.Status
+	waitEach := func(kind registry.Kind, key string, want registry.ReplicaState) []registry.ReplicaStatus {
+		var out []registry.ReplicaStatus
 		for _, s := range sides {
 			out = append(out, s.waitState(t, kind, key, want))
 		}
@@ -242,13 +242,13 @@ func TestReplicaLanes(t *testing.T) {
 	// publishes, once per object.
 	for _, key := range []string{"object/rt_project", "object/rt_task"} {
 		each(registry.KindEngine, key, reconcile.ActionCreate)
-		waitEach(registry.KindEngine, key, replica.StateInSync)
+		waitEach(registry.KindEngine, key, registry.ReplicaInSync)
 	}
 	waitBoth(t, "serves rt_project and rt_task", nodes, func(n *Node) bool { return served(t, n, "rt_project") && served(t, n, "rt_task") })
 	each(registry.KindDatasource, app.Datasource, reconcile.ActionCreate)
-	waitEach(registry.KindDatasource, app.Datasource, replica.StateInSync)
+	waitEach(registry.KindDatasource, app.Datasource, registry.ReplicaInSync)
 	each(registry.KindEngine, "permission/rt_task_editor", reconcile.ActionCreate)
-	waitEach(registry.KindEngine, "permission/rt_task_editor", replica.StateInSync)
+	waitEach(registry.KindEngine, "permission/rt_task_editor", registry.ReplicaInSync)
 	if n := tap.fromSidecars(replica.ChannelMetadata, `"rt_project"`) + tap.fromSidecars(replica.ChannelMetadata, `"rt_task"`); n > 2 {
 		t.Errorf("%d messages for two objects only node b lacked", n)
 	}
@@ -260,7 +260,7 @@ func TestReplicaLanes(t *testing.T) {
 		}
 		each(registry.KindEngine, "object/rt_sql_note", reconcile.ActionCreate)
 		d := waitBoth(t, "serves rt_sql_note", nodes, func(n *Node) bool { return served(t, n, "rt_sql_note") })
-		waitEach(registry.KindEngine, "object/rt_sql_note", replica.StateInSync)
+		waitEach(registry.KindEngine, "object/rt_sql_note", registry.ReplicaInSync)
 		msgs := tap.fromSidecars(replica.ChannelMetadata, `"rt_sql_note"`)
 		figures["object created: served by both after"] = d.Round(time.Millisecond).String()
 		figures["object created: messages (2 sidecars)"] = fmt.Sprint(msgs)
@@ -277,7 +277,7 @@ func TestReplicaLanes(t *testing.T) {
 		}
 		each(registry.KindEngine, "object/rt_task", reconcile.ActionRebuild)
 		d := waitBoth(t, "serves rt_task.priority", nodes, func(n *Node) bool { return servesField(t, n, "rt_task", "priority") })
-		waitEach(registry.KindEngine, "object/rt_task", replica.StateInSync)
+		waitEach(registry.KindEngine, "object/rt_task", registry.ReplicaInSync)
 		figures["field added: served by both after"] = d.Round(time.Millisecond).String()
 		figures["field added: messages (2 sidecars)"] = fmt.Sprint(tap.fromSidecars(replica.ChannelMetadata, `"rt_task"`) - before)
 	})
@@ -294,7 +294,7 @@ func TestReplicaLanes(t *testing.T) {
 		setActive(true)
 		each(registry.KindDatasource, app.Datasource, reconcile.ActionCreate)
 		d = waitBoth(t, "rebuilt the pool of "+app.Datasource, nodes, func(n *Node) bool { return poolOpen(t, n, app.Datasource) })
-		waitEach(registry.KindDatasource, app.Datasource, replica.StateInSync)
+		waitEach(registry.KindDatasource, app.Datasource, registry.ReplicaInSync)
 		figures["datasource reactivated: both pools open after"] = d.Round(time.Millisecond).String()
 		figures["datasource: messages for 2 changes (2 sidecars)"] = fmt.Sprint(tap.fromSidecars(replica.ChannelDatasource, app.Datasource))
 	})
@@ -312,7 +312,7 @@ func TestReplicaLanes(t *testing.T) {
 		changed := strings.Replace(PermissionBody, `"allowEdit":true`, `"allowEdit":false`, 1)
 		sqlExec(t, db, `UPDATE sys_metadata SET metadata = $1, version = version + 1 WHERE type = 'permission' AND name = 'rt_task_editor'`, changed)
 		each(registry.KindEngine, "permission/rt_task_editor", reconcile.ActionRebuild)
-		for _, st := range waitEach(registry.KindEngine, "permission/rt_task_editor", replica.StateStale) {
+		for _, st := range waitEach(registry.KindEngine, "permission/rt_task_editor", registry.ReplicaStale) {
 			if st.Remedy != replica.RestartRemedy {
 				t.Errorf("stale without the remedy: %+v", st)
 			}
@@ -335,7 +335,7 @@ func TestReplicaLanes(t *testing.T) {
 		start := time.Now()
 		for _, name := range names {
 			waitBoth(t, "serves "+name, nodes, func(n *Node) bool { return served(t, n, name) })
-			waitEach(registry.KindEngine, "object/"+name, replica.StateInSync)
+			waitEach(registry.KindEngine, "object/"+name, registry.ReplicaInSync)
 		}
 		figures["50% loss: 5 objects served by both after"] = time.Since(start).Round(time.Millisecond).String()
 		figures["50% loss: PUBLISH lost / sent"] = fmt.Sprintf("%d / %d", proxy.Dropped.Load(), proxy.Published.Load())
@@ -351,7 +351,7 @@ func TestReplicaLanes(t *testing.T) {
 		for _, s := range sides {
 			if err := poll(converge, 50*time.Millisecond, nil, func() error {
 				st, _ := s.drv.Status(registry.KindEngine, "object/rt_busdown")
-				if st.State != replica.StateNudged || st.Error == "" {
+				if st.State != registry.ReplicaNudged || st.Error == "" {
 					return fmt.Errorf("sidecar %s: %+v", s.name, st)
 				}
 				return nil
@@ -383,8 +383,8 @@ func TestReplicaLanes(t *testing.T) {
 			t.Error("node b serves rt_task without its SQL-added field after the heal")
 		}
 		// The restart is the remedy of b's stale permission set; a's stays.
-		sides[1].waitState(t, registry.KindEngine, "permission/rt_task_editor", replica.StateInSync)
-		if st, _ := sides[0].drv.Status(registry.KindEngine, "permission/rt_task_editor"); st.State != replica.StateStale {
+		sides[1].waitState(t, registry.KindEngine, "permission/rt_task_editor", registry.ReplicaInSync)
+		if st, _ := sides[0].drv.Status(registry.KindEngine, "permission/rt_task_editor"); st.State != registry.ReplicaStale {
 			t.Errorf("node a's permission set: %+v, want stale", st)
 		}
 	})

@@ -51,6 +51,10 @@ type Config struct {
 	MaxRefs          int
 	SQLiteDir        string
 	MaxConns         int
+	MaxTotalConns    int
+	AllowLocal       bool
+	AllowHosts       []string
+	DenyHosts        []string
 	MaxSpecBytes     int
 	LogLevel         slog.Level
 	LogFormat        string // "text" or "json"
@@ -65,6 +69,8 @@ type Config struct {
 	RestartAfter        time.Duration
 	RestartMinInterval  time.Duration
 	RestartLeaseTimeout time.Duration
+	GuardMaxEvictions string // guard.max_evictions as written: see ParseMaxEvictions
+	GuardWindow       time.Duration
 
 	// File is the file the configuration was read from ("" for none).
 	File string

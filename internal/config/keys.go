@@ -32,6 +32,10 @@ const (
 	KeyMaxRefs          = "engine.max_refs"
 	KeySQLiteDir        = "datasource.sqlite_dir"
 	KeyMaxConns         = "datasource.max_conns"
+	KeyMaxTotalConns    = "datasource.max_total_conns"
+	KeyAllowLocal       = "datasource.allow_local"
+	KeyAllowHosts       = "connector.allow_hosts"
+	KeyDenyHosts        = "connector.deny_hosts"
 	KeyMaxSpecBytes     = "connector.max_spec_bytes"
 	KeyLogLevel         = "log.level"
 	KeyLogFormat        = "log.format"
@@ -46,6 +50,8 @@ const (
 	KeyRestartAfter        = "replica.restart.after"
 	KeyRestartMinInterval  = "replica.restart.min_interval"
 	KeyRestartLeaseTimeout = "replica.restart.lease_timeout"
+	KeyGuardMaxEvictions = "guard.max_evictions"
+	KeyGuardWindow       = "guard.window"
 )
 
 // DefaultStoreURL is the embedded SQLite store used when none is configured.
@@ -125,6 +131,14 @@ func declarations() []decl {
 			func(c *Config) *string { return &c.SQLiteDir }),
 		bind(KeyMaxConns, 50, "cap of a datasource's pool.maxConns and pool.minConns; a record above it is held naming this cap",
 			func(c *Config) *int { return &c.MaxConns }, minInt(1)),
+		bind(KeyMaxTotalConns, 16, "open connections all datasource pools of this sidecar share: a pool's min shrinks to fit; a datasource that gets none is held naming this budget",
+			func(c *Config) *int { return &c.MaxTotalConns }, minInt(1)),
+		bind(KeyAllowLocal, false, "let datasource rows reach local servers: a Unix socket as host, or a URL without a host (the driver's local defaults)",
+			func(c *Config) *bool { return &c.AllowLocal }),
+		bind(KeyAllowHosts, []string{}, "upstreams connector rows may name (host, host:port or CIDR); empty: any not denied",
+			func(c *Config) *[]string { return &c.AllowHosts }, hostEntries(KeyAllowHosts)),
+		bind(KeyDenyHosts, []string{}, "upstreams connector rows may not name (host, host:port or CIDR), besides link-local addresses, the status address and the store's and bus's host:port, always denied",
+			func(c *Config) *[]string { return &c.DenyHosts }, hostEntries(KeyDenyHosts)),
 		bind(KeyMaxSpecBytes, 8<<20, "most bytes read of a connector's upstream answer (its OpenAPI document, a probe's answer); a larger one is held naming this cap",
 			func(c *Config) *int { return &c.MaxSpecBytes }, minInt(1024)),
 		bind(KeyLogLevel, "info", "debug, info, warn or error",
@@ -149,5 +163,9 @@ func declarations() []decl {
 			func(c *Config) *time.Duration { return &c.RestartMinInterval }, atLeastFor(MinRestartDuration)),
 		bind(KeyRestartLeaseTimeout, "10m", "bound of one restart: the fleet's restart lease expires this long after it was taken, whether the replica healed or its sidecar died (at least 1s)",
 			func(c *Config) *time.Duration { return &c.RestartLeaseTimeout }, atLeastFor(MinRestartDuration)),
+		bind(KeyGuardMaxEvictions, "20%", "evictions of one kind allowed within guard.window: a count (10), a percentage of the kind's entries (20%, never fewer than 10) or off; more are guarded: the entries keep serving until their rows come back or `reconciler guard release`",
+			func(c *Config) *string { return &c.GuardMaxEvictions }, checkMaxEvictions),
+		bind(KeyGuardWindow, "60s", "sliding window the eviction guard counts evictions over, so that a mass deletion spread over several polls counts as one (at least 1s)",
+			func(c *Config) *time.Duration { return &c.GuardWindow }, atLeast(time.Second)),
 	}
 }

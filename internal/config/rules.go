@@ -6,8 +6,10 @@ import (
 	"net"
 	"net/url"
 	"os"
+	"strconv"
 	"strings"
 
+	"github.com/objectstack-fleet/reconciler/drivers/connector"
 	"github.com/objectstack-fleet/reconciler/snapshot"
 )
 
@@ -108,6 +110,22 @@ func checkSchedule(spec string) error {
 	return nil
 }
 
+// hostEntries checks a host policy list (connector.allow_hosts,
+// connector.deny_hosts) as the connector driver parses it.
+func hostEntries(key string) func([]string) error {
+	return func(entries []string) error {
+		p := connector.HostPolicy{Allow: entries}
+		if key == KeyDenyHosts {
+			p = connector.HostPolicy{Deny: entries}
+		}
+		if _, err := connector.ParseHostPolicy(p); err != nil {
+			_, msg, _ := strings.Cut(err.Error(), ": ") // the key is named by the caller
+			return errors.New(msg)
+		}
+		return nil
+	}
+}
+
 func optionalHTTPURL(s string) error {
 	if s == "" {
 		return nil
@@ -190,4 +208,38 @@ func restartNeedsReplica(c *Config) error {
 func lowerLogFormat(c *Config) error {
 	c.LogFormat = strings.ToLower(c.LogFormat)
 	return nil
+}
+
+// MaxEvictions is guard.max_evictions parsed: off, a count, or a
+// percentage of a kind's entries.
+type MaxEvictions struct {
+	Off     bool
+	Count   int     // > 0: a count
+	Percent float64 // > 0: a percentage
+}
+
+// ParseMaxEvictions parses a guard.max_evictions value: "off", a count
+// ("10") or a percentage ("20%", above 0 and at most 100).
+func ParseMaxEvictions(s string) (MaxEvictions, error) {
+	s = strings.TrimSpace(s)
+	if strings.EqualFold(s, "off") {
+		return MaxEvictions{Off: true}, nil
+	}
+	if p, ok := strings.CutSuffix(s, "%"); ok {
+		f, err := strconv.ParseFloat(strings.TrimSpace(p), 64)
+		if err != nil || f <= 0 || f > 100 {
+			return MaxEvictions{}, fmt.Errorf("want a percentage above 0%% and at most 100%%, got %q", s)
+		}
+		return MaxEvictions{Percent: f}, nil
+	}
+	n, err := strconv.Atoi(s)
+	if err != nil || n < 1 {
+		return MaxEvictions{}, fmt.Errorf("want a count of at least 1, a percentage (20%%) or off, got %q", s)
+	}
+	return MaxEvictions{Count: n}, nil
+}
+
+func checkMaxEvictions(s string) error {
+	_, err := ParseMaxEvictions(s)
+	return err
 }

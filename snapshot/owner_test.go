@@ -1,0 +1,55 @@
+package snapshot_test
+
+import (
+	"sync"
+	"testing"
+
+	"github.com/objectstack-fleet/reconciler/snapshot"
+	"github.com/objectstack-fleet/reconciler/snapshot/snapshottest"
+)
+
+// TestCredentialOwners: a ref's first binding wins (also between
+// concurrent binders), an unbind by another organization leaves it, and
+// an unbind by its owner frees it for the next binder.
+func TestCredentialOwners(t *testing.T) {
+	t.Parallel()
+	snapshottest.Each(t, func(t *testing.T, s snapshot.Store, url string) {
+		ctx := ctxT(t)
+		if got, err := s.BindCredential(ctx, "crm-token", "acme"); err != nil || got != "acme" {
+			t.Fatalf("first bind = %q, %v", got, err)
+		}
+		if got, err := s.BindCredential(ctx, "crm-token", "evil"); err != nil || got != "acme" {
+			t.Fatalf("second bind = %q, %v; want the first owner", got, err)
+		}
+		if got, err := s.BindCredential(ctx, "platform-token", ""); err != nil || got != "" {
+			t.Fatalf("env-wide bind = %q, %v", got, err)
+		}
+		if err := s.UnbindCredential(ctx, "crm-token", "evil"); err != nil {
+			t.Fatal(err)
+		}
+		owners, err := s.CredentialOwners(ctx)
+		if err != nil || len(owners) != 2 || owners["crm-token"] != "acme" || owners["platform-token"] != "" {
+			t.Fatalf("owners = %v, %v", owners, err)
+		}
+		if err := s.UnbindCredential(ctx, "crm-token", "acme"); err != nil {
+			t.Fatal(err)
+		}
+		if got, err := s.BindCredential(ctx, "crm-token", "evil"); err != nil || got != "evil" {
+			t.Fatalf("bind after the owner's unbind = %q, %v", got, err)
+		}
+
+		// Concurrent binders all get the one owner recorded.
+		var wg sync.WaitGroup
+		got := make([]string, 8)
+		errs := make([]error, 8)
+		for i := range got {
+			wg.Go(func() { got[i], errs[i] = s.BindCredential(ctx, "race", string(rune('a'+i))) })
+		}
+		wg.Wait()
+		for i := range got {
+			if errs[i] != nil || got[i] != got[0] {
+				t.Fatalf("concurrent binds = %q, %v", got, errs)
+			}
+		}
+	})
+}
