@@ -3,6 +3,7 @@ package daemon
 import (
 	"context"
 	"fmt"
+	"strings"
 
 	"github.com/objectstack-fleet/reconciler/drivers/replica"
 	"github.com/objectstack-fleet/reconciler/internal/config"
@@ -36,6 +37,7 @@ func (d *Daemon) replicaDriver(cfg *config.Config, m *replica.Metrics) (drv *rep
 		Window:  max(replica.DefaultWindow, 2*cfg.PollInterval),
 		Metrics: m,
 		Logger:  d.log,
+		Shadow:  strings.EqualFold(cfg.ReplicaMode, "shadow"),
 	})
 	if err != nil {
 		_ = bus.Close()
@@ -67,10 +69,9 @@ func (d *Daemon) restarter(cfg *config.Config, drv *replica.Driver, store replic
 	})
 }
 
-// restartShadow: shadow mode reports the restart it would do and does not
-// do it. The seam of replica.mode (issue 23): once that key exists, this
-// is cfg.ReplicaMode == "shadow".
-func restartShadow(*config.Config) bool { return false }
+// restartShadow: in shadow mode (replica.mode: shadow) the restart it
+// would do is reported and not done.
+func restartShadow(cfg *config.Config) bool { return strings.EqualFold(cfg.ReplicaMode, "shadow") }
 
 // withReplica adds the replica driver to the loop's notifier and the parts
 // the daemon runs.

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/objectstack-fleet/reconciler/internal/fleet"
+	"github.com/objectstack-fleet/reconciler/reconcile"
 	"github.com/objectstack-fleet/reconciler/registry"
 )
 
@@ -66,6 +67,7 @@ type pageData struct {
 	Fleet        *fleet.View
 	FleetError   string
 	FleetOff     bool
+	Guard        reconcile.GuardStatus
 }
 
 // StatusBodyView is the part of the loop's status the page shows.
@@ -114,6 +116,7 @@ func (h *Handler) pageData(ctx context.Context) pageData {
 			LastError: st.LastError, Pending: st.Stall.Pending, Passes: st.Passes,
 		},
 	}
+	d.Guard = st.Guard
 	for _, b := range st.Stall.Blockers {
 		d.Status.Blockers = append(d.Status.Blockers, fmt.Sprintf("pid %d, open %s (%s)", b.PID, pageAge(b.XactAge), b.State))
 	}

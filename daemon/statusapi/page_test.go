@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/objectstack-fleet/reconciler/internal/fleet"
+	"github.com/objectstack-fleet/reconciler/reconcile"
 	"github.com/objectstack-fleet/reconciler/registry"
 	"github.com/objectstack-fleet/reconciler/snapshot"
 )
@@ -132,5 +133,31 @@ func TestPageToken(t *testing.T) {
 		if strings.Contains(w.Body.String(), token) {
 			t.Errorf("%s: the token is on the page", tc.name)
 		}
+	}
+}
+
+// guardedBackend is the fake with a tripped guard.
+type guardedBackend struct{ *fakeBackend }
+
+func (b guardedBackend) Status() reconcile.Status {
+	st := b.fakeBackend.Status()
+	st.Guard = reconcile.GuardStatus{Held: 30, Kinds: map[registry.Kind]int{registry.KindEngine: 30}, Since: time.Now().Add(-time.Minute),
+		Keys:   []reconcile.GuardedKey{{Kind: registry.KindEngine, Key: "object/gobj<i>02</i>", Revision: 3, Since: time.Now().Add(-time.Minute)}},
+		Reason: "eviction guarded: 30 of 32 engine entries would go in one pass", Limit: "20%", Window: "1m0s"}
+	return st
+}
+
+// TestPageShowsTheGuard: a tripped guard is on the page with its reason
+// and keys (escaped) and what to do; an idle one says nothing is held.
+func TestPageShowsTheGuard(t *testing.T) {
+	t.Parallel()
+	body := getPage(NewHandler(Options{Backend: guardedBackend{newFake()}})).Body.String()
+	for _, want := range []string{"holding 30 evictions", "30 of 32 engine entries would go in one pass", "object/gobj&lt;i&gt;02&lt;/i&gt;", "reconciler guard release --store.url URL"} {
+		if !strings.Contains(body, want) {
+			t.Errorf("page lacks %q", want)
+		}
+	}
+	if body := getPage(NewHandler(Options{Backend: newFake()})).Body.String(); !strings.Contains(body, "Nothing held") {
+		t.Error("an idle guard: page lacks \"Nothing held\"")
 	}
 }

@@ -65,6 +65,9 @@ type Options struct {
 	HealthInterval time.Duration
 	// Concurrency is how many entries are checked at once.
 	Concurrency int
+	// Shadow (replica.mode: shadow): probe and report, publish nothing;
+	// an entry the Driver would publish for is in state would-publish.
+	Shadow bool
 	// Metrics (nil: none).
 	Metrics *Metrics
 	// Logger (nil: discard).
@@ -457,14 +460,14 @@ func (d *Driver) decide(ctx context.Context, p plan) outcome {
 	case classBlind:
 		v = unobservable
 	case classFlow, classPermission:
-		if !p.published {
+		if !p.published && !d.opts.Shadow {
 			// The lane does not update these on 17.4, but it is the
 			// platform's message for the change: send it once, then look.
 			return d.publishOnce(ctx, p, out, now, registry.ReplicaPending)
 		}
 		v, detail, err = d.check(ctx, p)
 	default:
-		if p.tellFirst && !p.published {
+		if p.tellFirst && !p.published && !d.opts.Shadow {
 			return d.publishOnce(ctx, p, out, now, registry.ReplicaPending)
 		}
 		v, detail, err = d.check(ctx, p)
@@ -494,6 +497,9 @@ func (d *Driver) decide(ctx context.Context, p plan) outcome {
 			return out
 		}
 		return d.publishOnce(ctx, p, out, now, registry.ReplicaUnverifiable)
+	}
+	if d.opts.Shadow {
+		return d.wouldPublish(out, now, true)
 	}
 	// lacks: unless a message naming the entry is already on its way,
 	// nudge, then look again after a while.
@@ -526,6 +532,9 @@ func (d *Driver) decide(ctx context.Context, p plan) outcome {
 // a message naming it was seen since the change; then the entry is in
 // state st (pending: looked at again after Settle).
 func (d *Driver) publishOnce(ctx context.Context, p plan, out outcome, now time.Time, st registry.ReplicaState) outcome {
+	if d.opts.Shadow {
+		return d.wouldPublish(out, now, false)
+	}
 	if last, ok := d.lastSeen(p); !ok || last.Before(p.coverFrom) {
 		if err := d.publish(ctx, p); err != nil {
 			out.failures++
@@ -540,6 +549,20 @@ func (d *Driver) publishOnce(ctx context.Context, p plan, out outcome, now time.
 	out.status = registry.ReplicaStatus{State: st, Attempts: out.attempts}
 	if st == registry.ReplicaPending {
 		out.due = now.Add(d.opts.Settle)
+	}
+	return out
+}
+
+// wouldPublish is a step's outcome in shadow mode where it would publish:
+// nothing is sent; the entry says would-publish and, if the replica shows
+// its state (probe), is looked at again with backoff (another sidecar or
+// the platform may bring it there).
+func (d *Driver) wouldPublish(out outcome, now time.Time, probe bool) outcome {
+	out.status = registry.ReplicaStatus{State: registry.ReplicaWouldPublish}
+	out.due = time.Time{}
+	if probe {
+		out.failures++
+		out.due = now.Add(d.bo.Delay(out.failures))
 	}
 	return out
 }

@@ -65,12 +65,13 @@ type Config struct {
 	ReplicaBusPrefix string
 	ReplicaOrigin    string
 
+	ReplicaMode         string   // "drive" or "shadow"
 	RestartCommand      []string // empty: restarts off
 	RestartAfter        time.Duration
 	RestartMinInterval  time.Duration
 	RestartLeaseTimeout time.Duration
-	GuardMaxEvictions string // guard.max_evictions as written: see ParseMaxEvictions
-	GuardWindow       time.Duration
+	GuardMaxEvictions   string // guard.max_evictions as written: see ParseMaxEvictions
+	GuardWindow         time.Duration
 
 	// File is the file the configuration was read from ("" for none).
 	File string

@@ -46,12 +46,13 @@ const (
 	KeyReplicaBusPrefix = "replica.bus.prefix"
 	KeyReplicaOrigin    = "replica.origin"
 
+	KeyReplicaMode         = "replica.mode"
 	KeyRestartCommand      = "replica.restart.command"
 	KeyRestartAfter        = "replica.restart.after"
 	KeyRestartMinInterval  = "replica.restart.min_interval"
 	KeyRestartLeaseTimeout = "replica.restart.lease_timeout"
-	KeyGuardMaxEvictions = "guard.max_evictions"
-	KeyGuardWindow       = "guard.window"
+	KeyGuardMaxEvictions   = "guard.max_evictions"
+	KeyGuardWindow         = "guard.window"
 )
 
 // DefaultStoreURL is the embedded SQLite store used when none is configured.
@@ -155,6 +156,8 @@ func declarations() []decl {
 			func(c *Config) *string { return &c.ReplicaBusPrefix }, checkBusPrefix),
 		bind(KeyReplicaOrigin, "", "originNode of the lane messages (default: reconciler:<replica_id>)",
 			func(c *Config) *string { return &c.ReplicaOrigin }).then(defaultReplicaOrigin),
+		bind(KeyReplicaMode, "drive", "drive (publish lane messages until the replica serves each change) or shadow (probe and report only, publish nothing: entries show replica state would-publish; for adopting beside a live fleet)",
+			func(c *Config) *string { return &c.ReplicaMode }, oneOf("mode", "drive", "shadow")),
 		bind(KeyRestartCommand, []string{}, "command (argv, no shell, a minimal environment) that restarts the replica when it holds stale entries no lane can update; one replica of the fleet at a time (empty: restarts off, stale entries name the remedy)",
 			func(c *Config) *[]string { return &c.RestartCommand }).then(restartNeedsReplica),
 		bind(KeyRestartAfter, "5m", "how long the replica holds stale entries before it is restarted (at least 1s)",
