@@ -26,8 +26,10 @@ while kill -0 -- "-$pid" 2>/dev/null && [ $i -lt 50 ]; do sleep 0.1; i=$((i+1));
 kill -s KILL -- "-$pid" 2>/dev/null
 exit 0`
 
-// readyMonitor polls every node's /api/v1/ready every 0.2 s and records
-// whether all of them were down at once, and each one's down spells.
+// readyMonitor polls every node's /api/v1/ready every 0.2 s (both at once;
+// a poll that has not answered within 2 s counts as down, and delays the
+// next) and records whether all of them were down at once, and how often
+// each one was.
 type readyMonitor struct {
 	mu      sync.Mutex
 	allDown []time.Time
@@ -39,7 +41,7 @@ type readyMonitor struct {
 
 func monitorReady(nodes []*Node) *readyMonitor {
 	m := &readyMonitor{down: map[string]int{}, stop: make(chan struct{}), done: make(chan struct{})}
-	client := &http.Client{Timeout: 190 * time.Millisecond}
+	client := &http.Client{Timeout: 2 * time.Second}
 	go func() {
 		defer close(m.done)
 		defer client.CloseIdleConnections()
