@@ -90,6 +90,12 @@ func userName() string {
 // startPrimary initdb's and starts a cluster with room for maxConns
 // backends and pg_stat_statements loaded.
 func startPrimary(maxConns int) (*pgCluster, error) {
+	return startPrimaryConf(maxConns, "shared_preload_libraries = 'pg_stat_statements'\n")
+}
+
+// startPrimaryConf is startPrimary with the settings extra instead of
+// pg_stat_statements.
+func startPrimaryConf(maxConns int, extra string) (*pgCluster, error) {
 	bin, err := pgBin()
 	if err != nil {
 		return nil, err
@@ -107,7 +113,7 @@ func startPrimary(maxConns int) (*pgCluster, error) {
 		c.remove()
 		return nil, err
 	}
-	conf := fmt.Sprintf("max_connections = %d\nshared_preload_libraries = 'pg_stat_statements'\nfsync = off\nsynchronous_commit = off\nfull_page_writes = off\nshared_buffers = 256MB\n", maxConns)
+	conf := fmt.Sprintf("max_connections = %d\nfsync = off\nsynchronous_commit = off\nfull_page_writes = off\nshared_buffers = 256MB\n", maxConns) + extra
 	if err := appendFile(filepath.Join(c.data(), "postgresql.conf"), conf); err != nil {
 		c.remove()
 		return nil, err

@@ -123,7 +123,9 @@ VALUES ($1, 'acme', 'datasource', 'acme_db', 'local:v1', 'aes-256-gcm', 1, $2)`,
 	d.env = []string{"OS_SECRET_KEY=" + keyHex}
 	d.start()
 	waitSettled(t, d, "the owners' rows applied", 3,
-		func(it item) bool { return it.Key == "acme:crm" || it.Key == "platform_api" || it.Key == "acme:acme_db" },
+		func(it item) bool {
+			return it.Key == "acme:crm" || it.Key == "platform_api" || it.Key == "acme:acme_db"
+		},
 		func(it item) bool { return it.State == "ready" || it.State == "held" })
 	after := func(attack, measure, got, bound string) {
 		fds, rss := procFigures(d.pid())

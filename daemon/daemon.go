@@ -19,6 +19,7 @@ import (
 	"github.com/objectstack-fleet/reconciler/drivers/replica"
 	"github.com/objectstack-fleet/reconciler/internal/backoff"
 	"github.com/objectstack-fleet/reconciler/internal/config"
+	"github.com/objectstack-fleet/reconciler/internal/redact"
 	"github.com/objectstack-fleet/reconciler/reconcile"
 	"github.com/objectstack-fleet/reconciler/snapshot"
 )
@@ -225,7 +226,7 @@ func (d *Daemon) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	drv, closeBus, err := d.replicaDriver(cfg, replicaMetrics)
+	drv, closeBus, err := d.replicaDriver(cfg, replicaMetrics, store)
 	if err != nil {
 		return err
 	}
@@ -243,24 +244,25 @@ func (d *Daemon) Run(ctx context.Context) error {
 		hb.node = rs.Node
 	}
 	rec := reconcile.New(store, reconcile.Options{
-		ReplicaID:        cfg.ReplicaID,
-		PollInterval:     cfg.PollInterval,
-		PollJitter:       pollJitter(cfg.PollJitter),
-		ResyncInterval:   resyncInterval(cfg.ResyncInterval),
-		ApplyConcurrency: cfg.ApplyConcurrency,
-		ApplyTimeout:     cfg.ApplyTimeout,
-		StopTimeout:      loopStopTimeout,
-		Materializers:    mats,
-		Secrets:          secrets,
-		CodeObjects:      cfg.CodeObjects,
-		Limits:           limits(cfg),
-		SyncGCPercent:    syncGCPercent(),
-		Notifier:         notifier,
-		Metrics:          metrics,
-		Logger:           log,
-		OnPass:           hb.onPass,
-		ReplicaDrift:     replicaView{drv: drv}.ReplicaDrift,
-		Guard:            guardOptions(cfg, store),
+		ReplicaID:          cfg.ReplicaID,
+		PollInterval:       cfg.PollInterval,
+		PollJitter:         pollJitter(cfg.PollJitter),
+		ResyncInterval:     resyncInterval(cfg.ResyncInterval),
+		RevalidateInterval: resyncInterval(cfg.RevalidateInterval),
+		ApplyConcurrency:   cfg.ApplyConcurrency,
+		ApplyTimeout:       cfg.ApplyTimeout,
+		StopTimeout:        loopStopTimeout,
+		Materializers:      mats,
+		Secrets:            secrets,
+		CodeObjects:        cfg.CodeObjects,
+		Limits:             limits(cfg),
+		SyncGCPercent:      syncGCPercent(),
+		Notifier:           notifier,
+		Metrics:            metrics,
+		Logger:             log,
+		OnPass:             hb.onPass,
+		ReplicaDrift:       replicaView{drv: drv}.ReplicaDrift,
+		Guard:              guardOptions(cfg, store),
 	})
 	hb.status = rec
 	ops := newOpsMetrics(reg, d.opts.Version, rec.Status)
@@ -276,7 +278,7 @@ func (d *Daemon) Run(ctx context.Context) error {
 		Gatherer:   reg,
 		WriteDrift: drift.write,
 		Version:    d.opts.Version,
-		Store:      snapshot.RedactURL(cfg.StoreURL),
+		Store:      redact.URL(cfg.StoreURL),
 		Replica:    replicaView{drv: drv, rs: rs},
 		Fleet:      fleetReader(store, cfg.PollInterval),
 		Guard:      rec,
@@ -326,8 +328,8 @@ func (d *Daemon) Run(ctx context.Context) error {
 
 	log.Info("reconciler started",
 		slog.String("replica", cfg.ReplicaID),
-		slog.String("store", snapshot.RedactURL(cfg.StoreURL)),
-		slog.String("read", snapshot.RedactURL(cfg.StoreReadURL)),
+		slog.String("store", redact.URL(cfg.StoreURL)),
+		slog.String("read", redact.URL(cfg.StoreReadURL)),
 		slog.String("status", srv.Addr()),
 		slog.String("version", d.opts.Version),
 		slog.Duration("poll_interval", cfg.PollInterval))
@@ -424,7 +426,8 @@ func (d *Daemon) envValue(key, name string) (string, error) {
 	return v, nil
 }
 
-// resyncInterval maps the config's 0 (off) to the loop's negative (off).
+// resyncInterval maps the config's 0 (off) to the loop's negative (off),
+// for resync.interval and revalidate.interval.
 func resyncInterval(d time.Duration) time.Duration {
 	if d == 0 {
 		return -1

@@ -3,6 +3,8 @@ package metadata
 import (
 	"slices"
 	"strings"
+
+	"github.com/objectstack-fleet/reconciler/registry"
 )
 
 // RefKind says what a reference names. Every kind but RefCredential is a
@@ -29,20 +31,13 @@ type Ref struct {
 	Name string
 }
 
-// IsMetadata reports whether r names a metadata item (type string(r.Kind),
-// name r.Name) rather than a credential.
-func (r Ref) IsMetadata() bool { return r.Kind != RefCredential }
-
 // String returns "object account", the way reasons name a reference.
 func (r Ref) String() string { return string(r.Kind) + " " + r.Name }
-
-// SecretPrefix starts a credential ref that names a sys_secret row.
-const SecretPrefix = "sys_secret:"
 
 // SecretID returns the sys_secret id a credential ref names, and whether it
 // names one ("sys_secret:<id>" with a non-empty id).
 func SecretID(ref string) (string, bool) {
-	id, ok := strings.CutPrefix(ref, SecretPrefix)
+	id, ok := strings.CutPrefix(ref, registry.SecretPrefix)
 	return id, ok && id != ""
 }
 

@@ -231,7 +231,7 @@ func (r *Reconciler) pollPass(ctx context.Context, res *PassResult) ([]Change, e
 		}
 	}
 	forced, asked := r.takeRetries(forced)
-	defer retried(asked) // once applied, or failed: the callers look again
+	defer r.retried(asked) // once applied (or failed: the callers look again)
 	if len(addrs) == 0 && len(forced) == 0 {
 		r.cursor = next
 		return nil, nil

@@ -8,6 +8,7 @@
 #   BENCH_FLAGS   any further flags of bench/cmd/reconciler-bench (-h lists them)
 #   BENCH_LANES_FLAGS  flags of bench/cmd/reconciler-bench-lanes (the lane path)
 #   BENCH_SCALE_FLAGS  flags of bench/cmd/reconciler-bench-scale (fleet at scale)
+#   BENCH_POLL_FLAGS   flags of bench/cmd/reconciler-bench-poll (idle poll ÷ SELECT 1)
 #
 # Redis for the push-lane comparison is expected at 127.0.0.1:6379 (flag
 # -redis); when it is not reachable that comparison is skipped and the report
@@ -32,6 +33,11 @@ mkdir -p bin
 (cd bench && go build -o ../bin/reconciler-bench-lanes ./cmd/reconciler-bench-lanes)
 # shellcheck disable=SC2086
 bin/reconciler-bench-lanes -out bench ${BENCH_LANES_FLAGS:-}
+# The idle poll's server CPU over SELECT 1 (bench/poll.md): pgbench, one
+# client per statement, both connection modes, on its own private cluster.
+(cd bench && go build -o ../bin/reconciler-bench-poll ./cmd/reconciler-bench-poll)
+# shellcheck disable=SC2086
+bin/reconciler-bench-poll -out bench -command "$cmd" ${BENCH_POLL_FLAGS:-}
 # The fleet at scale (bench/scale.md): 1–1,000 reconcilers polling one
 # primary directly, through PgBouncer (transaction mode) and reading a hot
 # standby. It starts its own clusters and PgBouncer; Debian's pgbouncer is

@@ -728,9 +728,12 @@ func TestRegressedCursor(t *testing.T) {
 		snapshottest.Exec(t, url, insMeta, "a")
 		_, c := relist(t, s)
 
-		// A restored backup: same store, older journal.
+		// A restored backup: same store, older journal. Its snapshot has
+		// moved since the cursor's (an unchanged snapshot is the very view
+		// the cursor was taken in: nothing to check).
 		ahead := c
 		ahead.Seq += 1000
+		snapshottest.Exec(t, url, insMeta, "b")
 		if _, _, err := s.Poll(ctx, ahead); !errors.Is(err, snapshot.ErrCursorRegressed) {
 			t.Fatalf("poll with a cursor ahead of the journal = %v, want ErrCursorRegressed", err)
 		}

@@ -10,11 +10,6 @@ import (
 	"github.com/objectstack-fleet/reconciler/snapshot"
 )
 
-func ExampleRedactURL() {
-	fmt.Println(snapshot.RedactURL("postgres://app:hunter2@db.internal:5432/app?sslmode=require"))
-	// Output: postgres://app:xxxxx@db.internal:5432/app?sslmode=require
-}
-
 // The loop's use of a store: relist once, then poll from the cursor and
 // re-read the rows of the addresses it returns.
 func ExampleOpen() {

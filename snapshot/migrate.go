@@ -8,6 +8,7 @@ import (
 	"io/fs"
 	"path"
 	"regexp"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -103,6 +104,37 @@ func loadMigrations(kind string) ([]migration, error) {
 		return nil, fmt.Errorf("embedded %s migrations end at the wrong version (want %d)", kind, SchemaVersion)
 	}
 	return ms, nil
+}
+
+// pending lists the migrations of ms not in applied, in version order
+// (CheckSchema requires every embedded one, not only the newest: Migrate
+// applies one numbered below the newest applied too).
+func pending(ms []migration, applied []int) []migration {
+	var out []migration
+	for _, m := range ms {
+		if !slices.Contains(applied, m.version) {
+			out = append(out, m)
+		}
+	}
+	return out
+}
+
+// checkVersions fails with ErrSchema when an embedded migration of kind is
+// not among the applied versions.
+func checkVersions(kind, url string, applied []int) error {
+	ms, err := loadMigrations(kind)
+	if err != nil {
+		return err
+	}
+	var missing []string
+	for _, m := range pending(ms, applied) {
+		missing = append(missing, strconv.Itoa(m.version))
+	}
+	if len(missing) > 0 {
+		return fmt.Errorf("check schema %s: %w: version %s not applied, need %d: run `reconciler migrate`",
+			url, ErrSchema, strings.Join(missing, ", "), SchemaVersion)
+	}
+	return nil
 }
 
 // SchemaFingerprint is a short digest of every embedded migration file, so

@@ -31,13 +31,8 @@ func Open(rawURL string, opts OpenOptions) (Store, error) {
 }
 
 func badURL(rawURL, problem string) error {
-	return fmt.Errorf("%w %s: %s", ErrBadURL, RedactURL(rawURL), problem)
+	return fmt.Errorf("%w %s: %s", ErrBadURL, redact.URL(rawURL), problem)
 }
-
-// RedactURL returns u with any password (userinfo, or a query parameter
-// such as password or sslpassword) hidden, for logs and errors. It copes
-// with URLs that do not parse.
-func RedactURL(u string) string { return redact.URL(u) }
 
 // urlPassword returns the secrets in u, so that driver messages can be
 // scrubbed of them.

@@ -12,6 +12,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgerrcode"
@@ -20,6 +21,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/objectstack-fleet/reconciler/internal/backoff"
+	"github.com/objectstack-fleet/reconciler/internal/redact"
 )
 
 // PG is the PostgreSQL store. Its cursor is a pg_snapshot: the xid bounds
@@ -35,6 +37,10 @@ type PG struct {
 	standby *standby
 	// stallGate remembers what past polls and stall checks saw.
 	stallGate stallGate
+	// storeID is the store id this store's last relist or changed poll
+	// read (a string): a poll that finds the cursor's snapshot unchanged
+	// trusts the cursor's store id only when it is this one.
+	storeID atomic.Value
 	// selMetadata selects metadata rows, bodies above the cap withheld;
 	// relistMetadata selects the active ones for a relist.
 	selMetadata, relistMetadata string
@@ -61,7 +67,7 @@ func newPG(rawURL string, opts OpenOptions, tweak func(*pgxpool.Config)) (*PG, e
 	if err != nil {
 		return nil, err
 	}
-	p := &PG{pool: pool, url: RedactURL(rawURL), pw: urlPassword(rawURL), log: logger(opts),
+	p := &PG{pool: pool, url: redact.URL(rawURL), pw: urlPassword(rawURL), log: logger(opts),
 		selMetadata:    selectBody(pgSelectMetadata, "octet_length(m.metadata)", opts.MaxBodyBytes),
 		relistMetadata: selectBody(pgRelistMetadata, "octet_length(m.metadata)", opts.MaxBodyBytes)}
 	if opts.ReadURL != "" {
@@ -70,7 +76,7 @@ func newPG(rawURL string, opts OpenOptions, tweak func(*pgxpool.Config)) (*PG, e
 			pool.Close()
 			return nil, err
 		}
-		p.standby = &standby{pool: read, url: RedactURL(opts.ReadURL), pw: urlPassword(opts.ReadURL)}
+		p.standby = &standby{pool: read, url: redact.URL(opts.ReadURL), pw: urlPassword(opts.ReadURL)}
 	}
 	return p, nil
 }
@@ -290,27 +296,20 @@ func (p *PG) CheckSchema(ctx context.Context) error {
 		tables, names = append(tables, tg.table), append(names, tg.name)
 	}
 	var (
-		v       int
+		v       []int
 		missing []string
 	)
-	err = p.pool.QueryRow(ctx, `SELECT coalesce((SELECT max(version) FROM sys_reconciler_schema), 0),
+	err = p.pool.QueryRow(ctx, `SELECT ARRAY(SELECT version FROM sys_reconciler_schema),
   ARRAY(SELECT x.name || ' on ' || x.tbl FROM unnest($1::text[], $2::text[]) AS x(tbl, name)
     WHERE NOT EXISTS (SELECT 1 FROM pg_trigger g
       WHERE g.tgrelid = to_regclass(x.tbl) AND g.tgname = x.name AND g.tgenabled <> 'D'))`, tables, names).Scan(&v, &missing)
 	if err != nil {
 		return p.interpretError("check schema", err)
 	}
-	if err := checkVersion(p.url, v); err != nil {
+	if err := checkVersions("postgres", p.url, v); err != nil {
 		return err
 	}
 	return checkTriggers(p.url, missing)
-}
-
-func checkVersion(url string, v int) error {
-	if v < SchemaVersion {
-		return fmt.Errorf("check schema %s: %w: version %d, need %d: run `reconciler migrate`", url, ErrSchema, v, SchemaVersion)
-	}
-	return nil
 }
 
 func checkTriggers(url string, missing []string) error {
@@ -338,14 +337,16 @@ func parseSnapshot(s string) (pgSnap, error) {
 }
 
 // pollSQL is the whole poll in one statement: the function
-// sys_reconciler_poll (see the migrations) returns the entries visible in
-// the current snapshot but not in the previous one ($1) — those whose xid
-// was in progress in $1 or falls in [$1.xmax, cur.xmax) — plus everything
-// needed to detect an expired or regressed cursor. Its body reads only the
-// (xid) INCLUDE (source, key, seq) index, with a plan the server keeps per
-// backend (so a pooler that cannot keep prepared statements does not make
-// every poll plan it again).
-const pollSQL = `SELECT * FROM sys_reconciler_poll($1)`
+// sys_reconciler_poll_since (migration 0007) returns NULL when the current
+// snapshot is $1 (nothing can have changed: the idle poll of a quiet store
+// costs about taking a snapshot), else the entries visible in the current
+// snapshot but not in $1 — those whose xid was in progress in $1 or falls
+// in [$1.xmax, cur.xmax) — plus everything needed to detect an expired or
+// regressed cursor. Its statements read only the (xid) INCLUDE (source,
+// key, seq) index, with plans the server keeps per backend (so a pooler
+// that cannot keep prepared statements does not make every poll plan them
+// again). now() is the store's clock (Cursor.At).
+const pollSQL = `SELECT sys_reconciler_poll_since($1), now()`
 
 // Poll implements Source in one round trip.
 func (p *PG) Poll(ctx context.Context, cur Cursor) ([]Address, Cursor, error) {
@@ -360,18 +361,32 @@ func (p *PG) Poll(ctx context.Context, cur Cursor) ([]Address, Cursor, error) {
 		return nil, cur, fmt.Errorf("poll %s: %w: %v", p.url, ErrCursorRegressed, err)
 	}
 	var (
-		snap, storeID, prunedXid string
-		head                     int64
-		at                       time.Time
-		sources, keys            []string
+		res []string
+		at  time.Time
 	)
 	polled := time.Now()
-	err = p.pool.QueryRow(ctx, pollSQL, cur.Snapshot).Scan(&snap, &storeID, &prunedXid, &head, &at, &sources, &keys)
-	if errors.Is(err, pgx.ErrNoRows) {
+	if err := p.pool.QueryRow(ctx, pollSQL, cur.Snapshot).Scan(&res, &at); err != nil {
+		return nil, cur, p.interpretError("poll", err)
+	}
+	if res == nil {
+		// The same snapshot: nothing became visible and nothing checked
+		// below can have changed, if the cursor is this store's (two
+		// databases of one cluster share snapshots).
+		if err := p.sameStore(ctx, cur); err != nil {
+			return nil, cur, err
+		}
+		next := cur
+		next.At = at
+		p.stallGate.polled(polled, next, true)
+		return nil, next, nil
+	}
+	if len(res) < 4 || (len(res)-4)%2 != 0 {
 		return nil, cur, fmt.Errorf("poll %s: %w: no sys_reconciler_state row", p.url, ErrSchema)
 	}
+	snap, storeID, prunedXid := res[0], res[1], res[2]
+	head, err := strconv.ParseInt(res[3], 10, 64)
 	if err != nil {
-		return nil, cur, p.interpretError("poll", err)
+		return nil, cur, fmt.Errorf("poll %s: bad journal head %q", p.url, res[3])
 	}
 	now, err := parseSnapshot(snap)
 	if err != nil {
@@ -388,13 +403,38 @@ func (p *PG) Poll(ctx context.Context, cur Cursor) ([]Address, Cursor, error) {
 	case pruned != 0 && pruned >= prev.xmin:
 		return nil, cur, fmt.Errorf("poll %s: %w: pruned up to xid %d, cursor %s", p.url, ErrCursorExpired, pruned, cur)
 	}
-	addrs := make([]Address, len(sources))
-	for i := range sources {
+	n := (len(res) - 4) / 2
+	sources, keys := res[4:4+n], res[4+n:]
+	addrs := make([]Address, n)
+	for i := range n {
 		addrs[i] = Address{Table: Table(sources[i]), Key: keys[i]}
 	}
 	next := Cursor{StoreID: storeID, Seq: max(head, cur.Seq), Snapshot: snap, At: at}
+	p.storeID.Store(storeID)
 	p.stallGate.polled(polled, next, true)
 	return addrs, next, nil
+}
+
+// sameStore checks that cur is a cursor of this store: at once when a
+// relist or a poll of this store read its id, else (a cursor from another
+// process or database; once) with a second statement.
+func (p *PG) sameStore(ctx context.Context, cur Cursor) error {
+	if id, _ := p.storeID.Load().(string); id == cur.StoreID {
+		return nil
+	}
+	var id string
+	err := p.pool.QueryRow(ctx, "SELECT store_id FROM sys_reconciler_state WHERE id = 1").Scan(&id)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return fmt.Errorf("poll %s: %w: no sys_reconciler_state row", p.url, ErrSchema)
+	}
+	if err != nil {
+		return p.interpretError("poll", err)
+	}
+	if id != cur.StoreID {
+		return fmt.Errorf("poll %s: %w: store id %s, cursor's %s", p.url, ErrCursorRegressed, id, cur.StoreID)
+	}
+	p.storeID.Store(id)
+	return nil
 }
 
 // The source selects: every column the rows carry, the revision and its
@@ -491,6 +531,9 @@ FROM sys_reconciler_state WHERE id = 1`
 	}
 	if err != nil {
 		return Rows{}, Cursor{}, interpret("relist", err)
+	}
+	if pool == p.pool {
+		p.storeID.Store(c.StoreID)
 	}
 	return rows, c, nil
 }
@@ -907,4 +950,32 @@ func (p *PG) CheckPlatform(ctx context.Context) error {
 	return fmt.Errorf("database %q of %s holds %d tables (%s%s) but no sys_metadata: %w; "+
 		"point store.url at the nodes' database (their OS_DATABASE_URL), or run `reconciler migrate --create-platform-tables` to create the platform's tables here",
 		db, p.url, n, strings.Join(others, ", "), more, ErrNotPlatform)
+}
+
+// Columns implements Catalog: the table as the nodes' unqualified name
+// finds it (the search path's first schema that has it).
+func (p *PG) Columns(ctx context.Context, table string) ([]string, bool, error) {
+	var (
+		exists bool
+		cols   []string
+	)
+	err := p.pool.QueryRow(ctx, `SELECT c.oid IS NOT NULL, ARRAY(SELECT a.attname::text FROM pg_attribute a
+  WHERE a.attrelid = c.oid AND a.attnum > 0 AND NOT a.attisdropped ORDER BY a.attnum)
+FROM (SELECT to_regclass(quote_ident($1)) AS oid) c`, table).Scan(&exists, &cols)
+	if err != nil {
+		return nil, false, p.interpretError("read the columns of "+table, err)
+	}
+	return cols, exists, nil
+}
+
+// MetadataNamed implements Catalog (on the primary: it checks what a
+// write just did).
+func (p *PG) MetadataNamed(ctx context.Context, typ, name string) ([]MetadataRow, error) {
+	var rows Rows
+	b := &pgx.Batch{}
+	queueMetadata(b, &rows, 1, nil, p.selMetadata+" WHERE m.type = $1 AND m.name = $2 ORDER BY m.id", typ, name)
+	if err := p.pool.SendBatch(ctx, b).Close(); err != nil {
+		return nil, p.interpretError("read "+typ+"/"+name, err)
+	}
+	return rows.Metadata, nil
 }

@@ -146,9 +146,11 @@ SELECT 'm' || g, 'object', 'n' || g, '{}' FROM generate_series(1, 1000) g`, "VAC
 	t.Logf("generic plan:\n%s", generic)
 }
 
-// pollPlans returns the custom and the generic plan of the poll function's
-// one statement for the previous snapshot prev, as the function's plan
-// cache makes them (custom plans first, then generic).
+// pollPlans returns the custom and the generic plans of the poll
+// function's two statements (prev listing no transaction in progress, and
+// listing some) for the previous snapshot prev, as the function's plan
+// cache makes them (custom plans first, then generic), one after the
+// other.
 func pollPlans(t *testing.T, p *PG, prev string) (custom, generic string) {
 	t.Helper()
 	ctx := context.Background()
@@ -159,22 +161,59 @@ func pollPlans(t *testing.T, p *PG, prev string) (custom, generic string) {
 	defer conn.Release()
 	plan := func(q string, args ...any) string { return planOf(t, conn, q, args...) }
 	var src string
-	if err := conn.QueryRow(ctx, "SELECT prosrc FROM pg_proc WHERE proname = 'sys_reconciler_poll'").Scan(&src); err != nil {
+	if err := conn.QueryRow(ctx, "SELECT prosrc FROM pg_proc WHERE proname = 'sys_reconciler_poll_since'").Scan(&src); err != nil {
 		t.Fatal(err)
 	}
-	_, body, _ := strings.Cut(src, "RETURN QUERY")
-	body, _, _ = strings.Cut(body, ";\nEND")
-	body = strings.ReplaceAll(body, "prev::pg_snapshot", "$1::text::pg_snapshot")
-	custom = plan("EXPLAIN "+body, prev)
-	if _, err := conn.Exec(ctx, "PREPARE poll_plan(text) AS "+body); err != nil {
-		t.Fatal(err)
+	// Each statement, its PL/pgSQL variables made a parameter and calls.
+	_, quiet, _ := strings.Cut(src, "in progress.\n")
+	quiet, busy, _ := strings.Cut(quiet, "\n  ELSE\n")
+	busy, _, _ = strings.Cut(busy, "\n  END IF")
+	params := strings.NewReplacer("INTO res", "", "prev::pg_snapshot", "$1::text::pg_snapshot", "(p)", "($1::text::pg_snapshot)",
+		"cur)", "pg_current_snapshot())", "ARRAY[snap,", "ARRAY[pg_current_snapshot()::text,", ";", "")
+	for i, body := range []string{quiet, busy} {
+		body = params.Replace(body)
+		custom += plan("EXPLAIN "+body, prev) + "\n"
+		name := fmt.Sprintf("poll_plan_%d", i)
+		if _, err := conn.Exec(ctx, "PREPARE "+name+"(text) AS "+body); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := conn.Exec(ctx, "SET plan_cache_mode = force_generic_plan"); err != nil {
+			t.Fatal(err)
+		}
+		generic += plan("EXPLAIN EXECUTE "+name+"('"+prev+"')") + "\n"
+		if _, err := conn.Exec(ctx, "DEALLOCATE "+name+"; RESET plan_cache_mode"); err != nil {
+			t.Fatal(err)
+		}
 	}
-	defer func() { _, _ = conn.Exec(ctx, "DEALLOCATE poll_plan; RESET plan_cache_mode") }()
-	if _, err := conn.Exec(ctx, "SET plan_cache_mode = force_generic_plan"); err != nil {
-		t.Fatal(err)
-	}
-	generic = plan("EXPLAIN EXECUTE poll_plan('" + prev + "')")
 	return custom, generic
+}
+
+// TestPollSinceUnchangedSnapshot: the poll function answers NULL (nothing
+// changed) for the snapshot its own statement runs in, and the entries
+// otherwise.
+func TestPollSinceUnchangedSnapshot(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	p, _, _ := newTracedPG(t)
+	var (
+		before string
+		res    []string
+	)
+	if err := p.pool.QueryRow(ctx, "SELECT pg_current_snapshot()::text").Scan(&before); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.pool.QueryRow(ctx, "SELECT sys_reconciler_poll_since(pg_current_snapshot()::text)").Scan(&res); err != nil || res != nil {
+		t.Fatalf("poll at the statement's own snapshot = %q, %v; want NULL", res, err)
+	}
+	if _, err := p.pool.Exec(ctx, `INSERT INTO sys_metadata (id, type, name, metadata) VALUES ('x', 'object', 'x', '{}')`); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.pool.QueryRow(ctx, "SELECT sys_reconciler_poll_since($1)", before).Scan(&res); err != nil {
+		t.Fatal(err)
+	}
+	if len(res) != 6 || res[4] != "sys_metadata" || res[5] != "x" {
+		t.Fatalf("poll after an insert = %q, want {snap, store, pruned, head, sys_metadata, x}", res)
+	}
 }
 
 // TestReadPlanUsesIndexes: reading a few addresses among many rows finds

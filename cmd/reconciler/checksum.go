@@ -10,6 +10,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/objectstack-fleet/reconciler/internal/config"
+	"github.com/objectstack-fleet/reconciler/internal/redact"
 	"github.com/objectstack-fleet/reconciler/metadata"
 	"github.com/objectstack-fleet/reconciler/snapshot"
 )
@@ -85,7 +86,7 @@ func runChecksum(ctx context.Context, c *cli, fs *pflag.FlagSet) error {
 		return fmt.Errorf("read row %s: %w", id, err)
 	}
 	if len(rows.Metadata) == 0 {
-		return fmt.Errorf("no sys_metadata row with id %q in %s", id, snapshot.RedactURL(cfg.StoreURL))
+		return fmt.Errorf("no sys_metadata row with id %q in %s", id, redact.URL(cfg.StoreURL))
 	}
 	row := rows.Metadata[0]
 	out := checksumRow{ID: row.ID, Type: row.Type, Name: row.Name, Revision: row.Revision, Stored: row.Checksum}

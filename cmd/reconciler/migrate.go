@@ -9,6 +9,7 @@ import (
 
 	"github.com/objectstack-fleet/reconciler/daemon"
 	"github.com/objectstack-fleet/reconciler/internal/config"
+	"github.com/objectstack-fleet/reconciler/internal/redact"
 	"github.com/objectstack-fleet/reconciler/snapshot"
 )
 
@@ -56,6 +57,6 @@ func runMigrate(ctx context.Context, c *cli, fs *pflag.FlagSet) error {
 	if err := daemon.PrepareStore(ctx, store, true, log); err != nil {
 		return err
 	}
-	fmt.Fprintf(c.stdout, "migrated %s store %s\n", store.Kind(), snapshot.RedactURL(cfg.StoreURL))
+	fmt.Fprintf(c.stdout, "migrated %s store %s\n", store.Kind(), redact.URL(cfg.StoreURL))
 	return nil
 }

@@ -41,8 +41,8 @@ func TestFleetNodeFlags(t *testing.T) {
 	}
 }
 
-// status prints the replica section: reachability and counts, a replica
-// that applies no lane, the restart and the last one.
+// status prints the restart in the replica section: a replica that
+// applies no lane, the restart and the last one.
 func TestStatusReplicaSection(t *testing.T) {
 	t.Parallel()
 	now := time.Now()
@@ -53,9 +53,8 @@ func TestStatusReplicaSection(t *testing.T) {
 				Since: now.Add(-5 * time.Second), LastAt: now.Add(-time.Hour), LastResult: registry.RestartFailed, LastReason: "the restart did not clear 1 stale entry", Count: 1}},
 	}
 	var out bytes.Buffer
-	printReplicaSync(&out, sum, now)
+	printRestart(&out, sum.Restart, now)
 	for _, want := range []string{
-		"replica node\treachable: yes, restarts noticed: 2, entries: 3 in-sync, 1 stale",
 		"WARNING\tthe replica applies no lane message at all",
 		"restart\trefused for 5s: 1 stale entry (engine permission/x): replica b is restarting",
 		"last restart\t1h0m0s ago (1 in all), failed: the restart did not clear 1 stale entry",
@@ -65,7 +64,7 @@ func TestStatusReplicaSection(t *testing.T) {
 		}
 	}
 	out.Reset()
-	printReplicaSync(&out, nil, now)
+	printRestart(&out, nil, now)
 	if out.Len() != 0 {
 		t.Fatalf("a status without a replica printed %q", out.String())
 	}

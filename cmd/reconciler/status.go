@@ -63,7 +63,33 @@ func runStatus(ctx context.Context, c *cli, fs *pflag.FlagSet) error {
 	for _, warn := range st.Warnings {
 		fmt.Fprintf(w, "WARNING\t%s\n", clean(warn))
 	}
-	printReplicaSync(w, st.ReplicaSync, now)
+	if r := st.ReplicaSync; r != nil {
+		bus := "up"
+		if !r.BusUp {
+			bus = "DOWN"
+		}
+		driving := ""
+		if !r.Driving {
+			driving = ", NOT DRIVEN"
+		}
+		fmt.Fprintf(w, "replica\treachable %s, bus %s%s, %d restarts seen\n", yesNo(r.Reachable), bus, driving, r.Restarts)
+		for _, e := range r.Errors {
+			fmt.Fprintf(w, "replica failing\t%s\n", clean(e))
+		}
+		last := "-"
+		if r.LastError != "" {
+			last = clean(r.LastError) + " (" + age(now, r.LastErrorAt) + " ago)"
+		}
+		fmt.Fprintf(w, "replica last error\t%s\n", last)
+		var counts []string
+		for _, s := range registry.ReplicaStates {
+			if n := r.Counts[s]; n > 0 {
+				counts = append(counts, fmt.Sprintf("%s %d", s, n))
+			}
+		}
+		fmt.Fprintf(w, "replica states\t%s\n", dash(strings.Join(counts, ", ")))
+		printRestart(w, r.Restart, now)
+	}
 	fmt.Fprintf(w, "pending\t%d journal entries not visible yet\n", st.Stall.Pending)
 	if sb := st.Stall.Standby; sb != nil {
 		fmt.Fprintf(w, "standby\t%s\n", standbyLine(sb))
@@ -124,21 +150,10 @@ func standbyLine(sb *snapshot.Standby) string {
 	return line
 }
 
-// printReplicaSync prints the replica section of a status: reachability,
-// counts per replica state, a replica that applies no lane message, and
-// the restart (planned, in flight, done, refused and why).
-func printReplicaSync(w io.Writer, rs *registry.ReplicaReport, now time.Time) {
-	if rs == nil {
-		return
-	}
-	var counts []string
-	for _, s := range registry.ReplicaStates {
-		if n := rs.Counts[s]; n > 0 {
-			counts = append(counts, fmt.Sprintf("%d %s", n, s))
-		}
-	}
-	fmt.Fprintf(w, "replica node\treachable: %s, restarts noticed: %d, entries: %s\n", yesNo(rs.Reachable), rs.Restarts, dash(strings.Join(counts, ", ")))
-	r := rs.Restart
+// printRestart prints the restart part of the replica section: a replica
+// that applies no lane message, the restart (planned, in flight, done,
+// refused and why) and the last one.
+func printRestart(w io.Writer, r *registry.ReplicaRestart, now time.Time) {
 	if r == nil {
 		return
 	}

@@ -12,6 +12,7 @@ import (
 	"sync/atomic"
 
 	"github.com/objectstack-fleet/reconciler/internal/redact"
+	"github.com/objectstack-fleet/reconciler/reconcile"
 	"github.com/objectstack-fleet/reconciler/snapshot"
 )
 
@@ -29,6 +30,20 @@ type Client struct {
 	http      *http.Client
 	openapi   []byte
 	closed    atomic.Bool
+	// recheck probes upstream again as materializing did (Revalidate).
+	recheck func(ctx context.Context) error
+}
+
+var _ reconcile.Revalidator = (*Client)(nil)
+
+// Revalidate probes upstream again, as materializing did: a refusal (a
+// token revoked upstream) is a reconcile.Refused error, a transient
+// failure a reconcile.Transient one.
+func (c *Client) Revalidate(ctx context.Context) error {
+	if c.recheck == nil {
+		return nil
+	}
+	return c.recheck(ctx)
 }
 
 func newClient(name string, spec Spec, secret snapshot.Secret, base *http.Transport) *Client {

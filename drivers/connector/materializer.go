@@ -130,6 +130,7 @@ func (m *Materializer) Materialize(ctx context.Context, d reconcile.Desired) (re
 		_ = c.Close()
 		return nil, err
 	}
+	c.recheck = func(ctx context.Context) error { return m.probe(ctx, c, timeout, log) }
 	return c, nil
 }
 
@@ -164,6 +165,17 @@ func (m *Materializer) check(ctx context.Context, c *Client, timeout time.Durati
 		if !s.HasProbe {
 			return nil
 		}
+	}
+	return m.probe(ctx, c, timeout, log)
+}
+
+// probe sends the connector's probe (an openapi connector without one
+// fetches its document again, and keeps the one it has).
+func (m *Materializer) probe(ctx context.Context, c *Client, timeout time.Duration, log *slog.Logger) error {
+	s := c.spec
+	if s.Provider == ProviderOpenAPI && !s.HasProbe {
+		_, err := m.fetch(ctx, c, timeout, http.MethodGet, s.SpecURL, "spec "+redact.URL(s.SpecURL.String()), log)
+		return err
 	}
 	u := s.BaseURL
 	what := "probe " + s.ProbeMethod + " " + redact.URL(s.ProbePath)

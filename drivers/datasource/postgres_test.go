@@ -156,6 +156,30 @@ func TestPostgres(t *testing.T) {
 			t.Fatalf("%d sessions after a refused login", n)
 		}
 	})
+	t.Run("revalidation sees a password revoked", func(t *testing.T) {
+		inst, err := f.m.Materialize(ctx, desired(record("postgres", fields(port, "dsdb"), "", true), canary))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer inst.Close()
+		rv := inst.(reconcile.Revalidator)
+		if err := rv.Revalidate(ctx); err != nil {
+			t.Fatalf("Revalidate of a working pool: %v", err)
+		}
+		admin := f.cluster.URL("postgres")
+		for _, stmt := range []string{"ALTER ROLE ds_user PASSWORD 'revoked'",
+			"SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE usename = 'ds_user'"} {
+			if err := testdb.Exec(ctx, admin, stmt); err != nil {
+				t.Fatal(err)
+			}
+		}
+		defer func() { _ = testdb.Exec(ctx, admin, "ALTER ROLE ds_user PASSWORD '"+canary+"'") }()
+		proctest.Eventually(t, 10*time.Second, 20*time.Millisecond, "the terminated sessions gone", func() bool { return f.sessions(t) == 0 })
+		err = rv.Revalidate(ctx)
+		if c, r := reconcile.Classify(err); c != reconcile.ClassRefused || !strings.Contains(r, "password authentication failed") || strings.Contains(r, canary) {
+			t.Fatalf("Revalidate after the password changed: %v %q", c, r)
+		}
+	})
 	t.Run("stopped server is transient", func(t *testing.T) {
 		f.cluster.Stop()
 		defer f.cluster.Start()

@@ -9,6 +9,6 @@
 // held with a reason naming the member at fault.
 //
 // Resolving references is the reconcile loop's job: it reads them with
-// metadata.Parse before materializing, holds an item whose references are
+// metadata.Refs before materializing, holds an item whose references are
 // missing, and hands the resolved ones to the compiler in Desired.Refs.
 package engine

@@ -1,5 +1,6 @@
-// Package notify tells the replica what each reconcile pass changed
-// Two targets implement reconcile.Notifier:
+// Package notify tells outside receivers (a webhook, a command) what each
+// reconcile pass changed; the replica beside the sidecar is driven by
+// package replica instead. Two targets implement reconcile.Notifier:
 //
 //   - Webhook POSTs the change set as JSON, {"replica", "cursor",
 //     "changes": [{"kind", "key", "action", "revision", "state"}]}, with

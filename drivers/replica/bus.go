@@ -4,12 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/url"
+	"strings"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/objectstack-fleet/reconciler/snapshot"
+	"github.com/objectstack-fleet/reconciler/internal/redact"
 )
 
 // Bus is the platform's pub/sub bus as the Driver uses it: channels are
@@ -43,14 +45,14 @@ func NewRedisBus(rawURL string) (*RedisBus, error) {
 		if errors.As(err, &ue) {
 			err = ue.Err
 		}
-		return nil, fmt.Errorf("parse bus url %s: %w", redactURL(rawURL), err)
+		return nil, fmt.Errorf("parse bus url %s: %w", redact.URL(rawURL), err)
 	}
 	opts.DialTimeout = busTimeout
 	opts.ReadTimeout = busTimeout
 	opts.WriteTimeout = busTimeout
 	opts.MaxRetries = 1
 	opts.DisableIdentity = true
-	return &RedisBus{client: redis.NewClient(opts), addr: redactURL(rawURL)}, nil
+	return &RedisBus{client: redis.NewClient(opts), addr: redact.URL(rawURL)}, nil
 }
 
 // Publish sends msg on channel.
@@ -94,5 +96,17 @@ func (b *RedisBus) Subscribe(ctx context.Context, channels []string, ready func(
 // Close closes the connections.
 func (b *RedisBus) Close() error { return b.client.Close() }
 
-// redactURL hides the secrets of a URL for printing.
-func redactURL(raw string) string { return snapshot.RedactURL(raw) }
+// RouteRedisLogs sends the Redis client's own log lines (connection pool
+// retries and the like, otherwise printed raw on stderr) to log at debug
+// level, as structured lines: the Driver reports each bus failure itself,
+// once. The client's logger is process-wide (go-redis has no other), so
+// the last call wins.
+func RouteRedisLogs(log *slog.Logger) {
+	redis.SetLogger(redisLogger{log})
+}
+
+type redisLogger struct{ log *slog.Logger }
+
+func (l redisLogger) Printf(ctx context.Context, format string, v ...any) {
+	l.log.DebugContext(ctx, "bus client", slog.String("message", strings.TrimSpace(fmt.Sprintf(format, v...))))
+}

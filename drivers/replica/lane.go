@@ -74,7 +74,7 @@ type lane struct {
 
 // lanesFor returns the messages that tell a replica about a change of the
 // entry (kind, parts): deleted when the row is gone or no longer active.
-func lanesFor(kind registry.Kind, p keyParts, deleted bool) []lane {
+func lanesFor(kind registry.Kind, p registry.KeyParts, deleted bool) []lane {
 	switch kind {
 	case registry.KindEngine:
 		state := "active"
@@ -114,7 +114,7 @@ func lanesFor(kind registry.Kind, p keyParts, deleted bool) []lane {
 		// names its ref (sys_secret:<id> for a sys_secret row).
 		ref := p.Name
 		if p.Secret {
-			ref = secretPrefix + p.Name
+			ref = registry.SecretPrefix + p.Name
 		}
 		return []lane{{
 			Channel: ChannelCredential,

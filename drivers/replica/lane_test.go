@@ -33,7 +33,7 @@ func TestLaneWireFormat(t *testing.T) {
 		{registry.KindConnector, "crm", false, []string{
 			"connector-credential.mutated", `{"n":"reconciler:a","t":1764470000123,"p":{"originNode":"reconciler:a","ref":"crm"}}`}},
 	} {
-		p, err := parseKey(tc.kind, tc.key)
+		p, err := registry.ParseKey(tc.kind, tc.key)
 		if err != nil {
 			t.Fatalf("%s %s: %v", tc.kind, tc.key, err)
 		}

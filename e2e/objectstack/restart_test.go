@@ -15,11 +15,11 @@ import (
 	"time"
 )
 
-// restartScript is the sidecars' restart command: it stops the node whose
-// process group id is in the file named by its argument — SIGTERM, then
+// restartScript is the sidecars' restart command (run as /bin/sh SCRIPT
+// PIDFILE): it stops the node whose process group id is in PIDFILE — SIGTERM, then
 // SIGKILL after 5 s (a node may take longer to exit) — and returns; the
 // node's supervisor starts it again.
-const restartScript = `pid=$(cat "$0") || exit 1
+const restartScript = `pid=$(cat "$1") || exit 1
 kill -s TERM -- "-$pid" 2>/dev/null
 i=0
 while kill -0 -- "-$pid" 2>/dev/null && [ $i -lt 50 ]; do sleep 0.1; i=$((i+1)); done
@@ -148,13 +148,15 @@ func TestRollingRestart(t *testing.T) {
 
 	var daemons []*Daemon
 	for _, n := range nodes {
-		cfg := filepath.Join(t.TempDir(), "reconciler.yaml")
-		argv, _ := json.Marshal([]string{"/bin/sh", "-c", restartScript, n.PIDFile()})
-		yaml := fmt.Sprintf("replica:\n  restart:\n    command: %s\n    after: 2s\n    min_interval: 30m\n    lease_timeout: 4m\n", argv)
-		if err := os.WriteFile(cfg, []byte(yaml), 0o644); err != nil {
+		script := filepath.Join(t.TempDir(), "restart-node.sh")
+		if err := os.WriteFile(script, []byte(restartScript+"\n"), 0o644); err != nil {
 			t.Fatal(err)
 		}
-		daemons = append(daemons, startReplicaDaemon(t, stack, n, stack.Redis.URL(), "--config", cfg))
+		daemons = append(daemons, startReplicaDaemon(t, stack, n, stack.Redis.URL(),
+			"RECONCILER_REPLICA_RESTART_COMMAND=/bin/sh "+script+" "+n.PIDFile(),
+			"RECONCILER_REPLICA_RESTART_AFTER=2s",
+			"RECONCILER_REPLICA_RESTART_MIN_INTERVAL=30m",
+			"RECONCILER_REPLICA_RESTART_LEASE_TIMEOUT=4m"))
 	}
 	const key = "permission/rt_task_editor"
 	for _, d := range daemons {

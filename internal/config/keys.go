@@ -15,6 +15,7 @@ const (
 	KeyPollInterval     = "poll.interval"
 	KeyPollJitter       = "poll.jitter"
 	KeyResyncInterval   = "resync.interval"
+	KeyRevalidate       = "revalidate.interval"
 	KeyHintListen       = "hint.listen"
 	KeyApplyConcurrency = "apply.concurrency"
 	KeyApplyTimeout     = "apply.timeout"
@@ -45,6 +46,8 @@ const (
 	KeyReplicaBusURL    = "replica.bus.url"
 	KeyReplicaBusPrefix = "replica.bus.prefix"
 	KeyReplicaOrigin    = "replica.origin"
+	KeyReplicaRepair    = "replica.repair"
+	KeyReplicaMaxProbes = "replica.max_probes_per_second"
 
 	KeyReplicaMode         = "replica.mode"
 	KeyRestartCommand      = "replica.restart.command"
@@ -98,6 +101,8 @@ func declarations() []decl {
 			func(c *Config) *time.Duration { return &c.PollJitter }, atLeast(0)),
 		bind(KeyResyncInterval, "10m", "anti-entropy full relist interval (0 disables; otherwise at least 1s)",
 			func(c *Config) *time.Duration { return &c.ResyncInterval }, atLeast(0), offOrAtLeast(MinResyncInterval, "each resync relists the whole store")),
+		bind(KeyRevalidate, "10m", "how often ready connectors are probed again and ready datasources pinged (jittered by at most 10%; 0 disables; otherwise at least 1s)",
+			func(c *Config) *time.Duration { return &c.RevalidateInterval }, atLeast(0), offOrAtLeast(MinResyncInterval, "each round probes every ready connector and datasource")),
 		bind(KeyHintListen, true, "LISTEN for change hints on PostgreSQL (only cuts latency)",
 			func(c *Config) *bool { return &c.HintListen }),
 		bind(KeyApplyConcurrency, 4, "materializations run at once (at least 1)",
@@ -156,6 +161,10 @@ func declarations() []decl {
 			func(c *Config) *string { return &c.ReplicaBusPrefix }, checkBusPrefix),
 		bind(KeyReplicaOrigin, "", "originNode of the lane messages (default: reconciler:<replica_id>)",
 			func(c *Config) *string { return &c.ReplicaOrigin }).then(defaultReplicaOrigin),
+		bind(KeyReplicaRepair, "off", "off, or schema: one sidecar of the fleet at a time has the platform sync the storage (table, columns) of an object its replica registered but cannot serve, through the platform's own save route",
+			func(c *Config) *string { return &c.ReplicaRepair }, oneOf("repair", "off", "schema")),
+		bind(KeyReplicaMaxProbes, 20, "most read-only probes of the replica per second, for the whole sidecar",
+			func(c *Config) *int { return &c.ReplicaMaxProbes }, minInt(1)),
 		bind(KeyReplicaMode, "drive", "drive (publish lane messages until the replica serves each change) or shadow (probe and report only, publish nothing: entries show replica state would-publish; for adopting beside a live fleet)",
 			func(c *Config) *string { return &c.ReplicaMode }, oneOf("mode", "drive", "shadow")),
 		bind(KeyRestartCommand, []string{}, "command (argv, no shell, a minimal environment) that restarts the replica when it holds stale entries no lane can update; one replica of the fleet at a time (empty: restarts off, stale entries name the remedy)",

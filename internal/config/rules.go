@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/objectstack-fleet/reconciler/drivers/connector"
+	"github.com/objectstack-fleet/reconciler/internal/redact"
 	"github.com/objectstack-fleet/reconciler/snapshot"
 )
 
@@ -31,7 +32,7 @@ func checkStoreURL(s string) error {
 		}
 	case "postgres", "postgresql":
 		if _, err := url.Parse(s); err != nil {
-			return fmt.Errorf("malformed postgres URL %q", RedactURL(s))
+			return fmt.Errorf("malformed postgres URL %q", redact.URL(s))
 		}
 	default:
 		return fmt.Errorf("unknown scheme %q (want sqlite or postgres)", scheme)
@@ -51,7 +52,7 @@ func checkStoreReadURL(s, storeURL string) error {
 		return errors.New("want a postgres:// URL of a hot standby of store.url")
 	}
 	if _, err := url.Parse(s); err != nil {
-		return fmt.Errorf("malformed postgres URL %q", RedactURL(s))
+		return fmt.Errorf("malformed postgres URL %q", redact.URL(s))
 	}
 	if st, _, _ := strings.Cut(storeURL, "://"); !strings.EqualFold(st, "postgres") && !strings.EqualFold(st, "postgresql") {
 		return fmt.Errorf("needs a postgres:// %s (a SQLite store has no standby)", KeyStoreURL)

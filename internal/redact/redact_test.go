@@ -97,3 +97,18 @@ func validScheme(s string) bool {
 	}
 	return s != ""
 }
+
+func TestURLCases(t *testing.T) {
+	t.Parallel()
+	for in, want := range map[string]string{
+		"postgres://u:pw@h:5432/db?sslmode=disable": "postgres://u:xxxxx@h:5432/db?sslmode=disable",
+		"postgres://u@h/db":                         "postgres://u@h/db",
+		"postgres://h/db?password=pw&x=1":           "postgres://h/db?password=xxxxx&x=1",
+		"postgres://u:pw@[::1":                      "postgres://u:xxxxx@[::1",
+		"sqlite:///a/b.db":                          "sqlite:///a/b.db",
+	} {
+		if got := redact.URL(in); got != want {
+			t.Errorf("URL(%q) = %q, want %q", in, got, want)
+		}
+	}
+}

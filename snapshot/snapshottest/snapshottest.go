@@ -12,6 +12,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	_ "modernc.org/sqlite" // the SQLite driver for plain-SQL writers
 
+	"github.com/objectstack-fleet/reconciler/internal/redact"
 	"github.com/objectstack-fleet/reconciler/internal/testdb"
 	"github.com/objectstack-fleet/reconciler/snapshot"
 )
@@ -166,7 +167,7 @@ func Connect(t testing.TB, url string) *Conn {
 		var err error
 		c.pg, err = pgx.Connect(ctx, url)
 		if err != nil {
-			t.Fatalf("snapshottest: connect %s: %v", snapshot.RedactURL(url), err)
+			t.Fatalf("snapshottest: connect %s: %v", redact.URL(url), err)
 		}
 	}
 	t.Cleanup(c.Close)
