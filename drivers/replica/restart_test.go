@@ -142,17 +142,8 @@ func (rr *restartRig) makeStale(t *testing.T, name string) string {
 }
 
 func phaseIs(p *restartPeer, want registry.RestartPhase) func() bool {
-	return func() bool {
-		rep := p.rs.Report()
-		if rep.Phase != want {
-			last.Store(&rep)
-		}
-		return rep.Phase == want
-	}
+	return func() bool { return p.rs.Report().Phase == want }
 }
-
-// last is the last report a phaseIs condition saw, for failure messages.
-var last atomic.Pointer[registry.ReplicaRestart]
 
 // readyNow says whether a stand-in node answers /api/v1/ready 200.
 func readyNow(client *http.Client, url string) bool {
