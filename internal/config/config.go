@@ -53,6 +53,7 @@ type Config struct {
 	SQLiteDir          string
 	MaxConns           int
 	MaxTotalConns      int
+	MaxTotalBytes      int
 	AllowLocal         bool
 	AllowHosts         []string
 	DenyHosts          []string
@@ -65,6 +66,8 @@ type Config struct {
 	ReplicaBusURL    string
 	ReplicaBusPrefix string
 	ReplicaOrigin    string
+	ReplicaRepair    string // "off" or "schema"
+	ReplicaMaxProbes int
 
 	ReplicaMode       string // "drive" or "shadow"
 	GuardMaxEvictions string // guard.max_evictions as written: see ParseMaxEvictions

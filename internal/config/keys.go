@@ -1,6 +1,7 @@
 package config
 
 import (
+	"fmt"
 	"log/slog"
 	"time"
 )
@@ -31,6 +32,7 @@ const (
 	KeyCodeObjects      = "engine.code_objects"
 	KeyMaxBodyBytes     = "engine.max_body_bytes"
 	KeyMaxRefs          = "engine.max_refs"
+	KeyMaxTotalBytes    = "engine.max_total_bytes"
 	KeySQLiteDir        = "datasource.sqlite_dir"
 	KeyMaxConns         = "datasource.max_conns"
 	KeyMaxTotalConns    = "datasource.max_total_conns"
@@ -46,6 +48,8 @@ const (
 	KeyReplicaBusURL    = "replica.bus.url"
 	KeyReplicaBusPrefix = "replica.bus.prefix"
 	KeyReplicaOrigin    = "replica.origin"
+	KeyReplicaRepair    = "replica.repair"
+	KeyReplicaMaxProbes = "replica.max_probes_per_second"
 
 	KeyReplicaMode       = "replica.mode"
 	KeyGuardMaxEvictions = "guard.max_evictions"
@@ -124,6 +128,13 @@ func declarations() []decl {
 			func(c *Config) *int { return &c.MaxBodyBytes }, minInt(1024)),
 		bind(KeyMaxRefs, 10000, "most distinct references one metadata item may make; more is held naming this cap",
 			func(c *Config) *int { return &c.MaxRefs }, minInt(1)),
+		bind(KeyMaxTotalBytes, 64<<20, "most bytes of metadata bodies one read of the store holds at once (at least engine.max_body_bytes); the rest are read at the next polls",
+			func(c *Config) *int { return &c.MaxTotalBytes }, minInt(1024)).then(func(c *Config) error {
+			if c.MaxTotalBytes < c.MaxBodyBytes {
+				return fmt.Errorf("must be at least %s (%d), got %d", KeyMaxBodyBytes, c.MaxBodyBytes, c.MaxTotalBytes)
+			}
+			return nil
+		}),
 		bind(KeySQLiteDir, "", "directory SQLite datasources may open files in (empty: SQLite datasources are held)",
 			func(c *Config) *string { return &c.SQLiteDir }),
 		bind(KeyMaxConns, 50, "cap of a datasource's pool.maxConns and pool.minConns; a record above it is held naming this cap",
@@ -152,6 +163,10 @@ func declarations() []decl {
 			func(c *Config) *string { return &c.ReplicaBusPrefix }, checkBusPrefix),
 		bind(KeyReplicaOrigin, "", "originNode of the lane messages (default: reconciler:<replica_id>)",
 			func(c *Config) *string { return &c.ReplicaOrigin }).then(defaultReplicaOrigin),
+		bind(KeyReplicaRepair, "off", "off, or schema: one sidecar of the fleet at a time has the platform sync the storage (table, columns) of an object its replica registered but cannot serve, through the platform's own save route",
+			func(c *Config) *string { return &c.ReplicaRepair }, oneOf("repair", "off", "schema")),
+		bind(KeyReplicaMaxProbes, 20, "most read-only probes of the replica per second, for the whole sidecar",
+			func(c *Config) *int { return &c.ReplicaMaxProbes }, minInt(1)),
 		bind(KeyReplicaMode, "drive", "drive (publish lane messages until the replica serves each change) or shadow (probe and report only, publish nothing: entries show replica state would-publish; for adopting beside a live fleet)",
 			func(c *Config) *string { return &c.ReplicaMode }, oneOf("mode", "drive", "shadow")),
 		bind(KeyGuardMaxEvictions, "20%", "evictions of one kind allowed within guard.window: a count (10), a percentage of the kind's entries (20%, never fewer than 10) or off; more are guarded: the entries keep serving until their rows come back or `reconciler guard release`",
