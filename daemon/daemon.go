@@ -225,7 +225,7 @@ func (d *Daemon) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	drv, closeBus, err := d.replicaDriver(cfg, replicaMetrics)
+	drv, closeBus, err := d.replicaDriver(cfg, replicaMetrics, store)
 	if err != nil {
 		return err
 	}

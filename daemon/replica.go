@@ -9,15 +9,19 @@ import (
 	"github.com/objectstack-fleet/reconciler/internal/config"
 	"github.com/objectstack-fleet/reconciler/reconcile"
 	"github.com/objectstack-fleet/reconciler/registry"
+	"github.com/objectstack-fleet/reconciler/snapshot"
 )
 
 // replicaDriver builds the driver of the replica beside this sidecar, or
 // returns nil when replica.url is empty. closeBus releases the bus
 // connections after the driver's Run has returned.
-func (d *Daemon) replicaDriver(cfg *config.Config, m *replica.Metrics) (drv *replica.Driver, closeBus func() error, err error) {
+func (d *Daemon) replicaDriver(cfg *config.Config, m *replica.Metrics, store snapshot.Store) (drv *replica.Driver, closeBus func() error, err error) {
 	if cfg.ReplicaURL == "" {
 		return nil, nil, nil
 	}
+	// The bus client's own log lines (dial retries) go through the
+	// daemon's logger, at debug: the driver logs each condition once.
+	replica.RouteRedisLogs(d.log)
 	token, err := d.envValue(config.KeyReplicaTokenEnv, cfg.ReplicaTokenEnv)
 	if err != nil {
 		return nil, nil, err
@@ -26,7 +30,7 @@ func (d *Daemon) replicaDriver(cfg *config.Config, m *replica.Metrics) (drv *rep
 	if err != nil {
 		return nil, nil, fmt.Errorf("%s: %w", config.KeyReplicaBusURL, err)
 	}
-	drv, err = replica.New(replica.Options{
+	opts := replica.Options{
 		URL:    cfg.ReplicaURL,
 		Token:  token,
 		Bus:    bus,
@@ -34,16 +38,33 @@ func (d *Daemon) replicaDriver(cfg *config.Config, m *replica.Metrics) (drv *rep
 		Origin: cfg.ReplicaOrigin,
 		// Sidecars notice a change up to a poll interval apart: a message
 		// another one sent that long before still told the replica.
-		Window:  max(replica.DefaultWindow, 2*cfg.PollInterval),
-		Metrics: m,
-		Logger:  d.log,
-		Shadow:  strings.EqualFold(cfg.ReplicaMode, "shadow"),
-	})
+		Window:             max(replica.DefaultWindow, 2*cfg.PollInterval),
+		MaxProbesPerSecond: cfg.ReplicaMaxProbes,
+		Metrics:            m,
+		Logger:             d.log,
+		Shadow:             strings.EqualFold(cfg.ReplicaMode, "shadow"),
+	}
+	// The nodes keep their records in the store's database: its catalog
+	// tells whether an object's table and columns exist.
+	cat, ok := store.(snapshot.Catalog)
+	if ok {
+		opts.Catalog = cat
+	}
+	if strings.EqualFold(cfg.ReplicaRepair, "schema") && ok {
+		opts.Repair = repairStore{store, cat}
+	}
+	drv, err = replica.New(opts)
 	if err != nil {
 		_ = bus.Close()
 		return nil, nil, fmt.Errorf("%s: %w", config.KeyReplicaURL, err)
 	}
 	return drv, bus.Close, nil
+}
+
+// repairStore is the store as the replica's schema repair uses it.
+type repairStore struct {
+	snapshot.Leaser
+	snapshot.Catalog
 }
 
 // withReplica adds the replica driver to the loop's notifier and the parts

@@ -55,6 +55,11 @@ func TestReplicaDriven(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer store.Close()
+	// The object's table, as the platform creates it: the sidecar reads
+	// the store's catalog to tell a servable object.
+	if _, err := store.Exec(`CREATE TABLE task (id TEXT PRIMARY KEY, created_at TEXT, updated_at TEXT, subject TEXT)`); err != nil {
+		t.Fatal(err)
+	}
 	if _, err := store.Exec(`INSERT INTO sys_metadata (id, type, name, state, metadata) VALUES ('m1', 'object', 'task', 'active', ?)`, body); err != nil {
 		t.Fatal(err)
 	}

@@ -173,5 +173,6 @@ type DriftReport struct {
 // Clean reports whether the report found no drift.
 func (d DriftReport) Clean() bool {
 	s := d.Summary
-	return s.NotReady+s.SignatureMismatch+s.Orphans+s.Missing+s.ChecksumMismatches+s.Guarded == 0 && len(d.Stall.Blockers) == 0
+	return s.NotReady+s.SignatureMismatch+s.Orphans+s.Missing+s.ChecksumMismatches+s.Guarded == 0 && len(d.Stall.Blockers) == 0 &&
+		(d.ReplicaSync == nil || len(d.ReplicaSync.Lagging) == 0)
 }

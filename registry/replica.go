@@ -103,6 +103,20 @@ type ReplicaReport struct {
 	// Reachable is false while the replica's health endpoint does not
 	// answer.
 	Reachable bool `json:"reachable"`
+	// BusUp is false while publishing on the replica's bus fails (or no
+	// bus is configured).
+	BusUp bool `json:"bus_up"`
+	// Driving is false while the sidecar publishes nothing for its
+	// replica (it runs a platform version the sidecar does not drive).
+	Driving bool `json:"driving"`
+	// Errors are the failures that last now (the replica unreachable or
+	// refusing the token, the bus down, an unknown platform version),
+	// empty when none.
+	Errors []string `json:"errors,omitempty"`
+	// LastError is the last such failure, kept after it ended, and
+	// LastErrorAt when it was seen.
+	LastError   string    `json:"last_error,omitempty"`
+	LastErrorAt time.Time `json:"last_error_at,omitzero"`
 	// Lagging lists the entries whose replica state is drift (Drifted),
 	// sorted by kind and key (drift reports only).
 	Lagging []ReplicaItem `json:"lagging,omitempty"`

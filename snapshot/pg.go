@@ -950,3 +950,31 @@ func (p *PG) CheckPlatform(ctx context.Context) error {
 		"point store.url at the nodes' database (their OS_DATABASE_URL), or run `reconciler migrate --create-platform-tables` to create the platform's tables here",
 		db, p.url, n, strings.Join(others, ", "), more, ErrNotPlatform)
 }
+
+// Columns implements Catalog: the table as the nodes' unqualified name
+// finds it (the search path's first schema that has it).
+func (p *PG) Columns(ctx context.Context, table string) ([]string, bool, error) {
+	var (
+		exists bool
+		cols   []string
+	)
+	err := p.pool.QueryRow(ctx, `SELECT c.oid IS NOT NULL, ARRAY(SELECT a.attname::text FROM pg_attribute a
+  WHERE a.attrelid = c.oid AND a.attnum > 0 AND NOT a.attisdropped ORDER BY a.attnum)
+FROM (SELECT to_regclass(quote_ident($1)) AS oid) c`, table).Scan(&exists, &cols)
+	if err != nil {
+		return nil, false, p.interpretError("read the columns of "+table, err)
+	}
+	return cols, exists, nil
+}
+
+// MetadataNamed implements Catalog (on the primary: it checks what a
+// write just did).
+func (p *PG) MetadataNamed(ctx context.Context, typ, name string) ([]MetadataRow, error) {
+	var rows Rows
+	b := &pgx.Batch{}
+	queueMetadata(b, &rows, 1, nil, p.selMetadata+" WHERE m.type = $1 AND m.name = $2 ORDER BY m.id", typ, name)
+	if err := p.pool.SendBatch(ctx, b).Close(); err != nil {
+		return nil, p.interpretError("read "+typ+"/"+name, err)
+	}
+	return rows.Metadata, nil
+}

@@ -696,3 +696,25 @@ FROM (SELECT 1) one LEFT JOIN sys_reconciler_lease l ON l.name = ?1`, name).Scan
 	return Lease{Name: name, Holder: holder.String, Token: token.Int64, AcquiredAt: parseSQLiteTime(acq.String),
 		ExpiresAt: parseSQLiteTime(exp.String)}, true, parseSQLiteTime(now), nil
 }
+
+// Columns implements Catalog.
+func (s *SQLite) Columns(ctx context.Context, table string) ([]string, bool, error) {
+	cols, err := sqliteSelect(ctx, s.db, `SELECT name FROM pragma_table_info(?1) ORDER BY cid`, []any{table},
+		func(r *sql.Rows) (string, error) {
+			var c string
+			return c, r.Scan(&c)
+		})
+	if err != nil {
+		return nil, false, s.interpretError("read the columns of "+table, err)
+	}
+	return cols, len(cols) > 0, nil
+}
+
+// MetadataNamed implements Catalog.
+func (s *SQLite) MetadataNamed(ctx context.Context, typ, name string) ([]MetadataRow, error) {
+	rows, err := sqliteSelect(ctx, s.db, s.selMetadata+" WHERE m.type = ?1 AND m.name = ?2 ORDER BY m.id", []any{typ, name}, scanSQLiteMetadata)
+	if err != nil {
+		return nil, s.interpretError("read "+typ+"/"+name, err)
+	}
+	return rows, nil
+}

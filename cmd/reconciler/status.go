@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -60,6 +61,32 @@ func runStatus(ctx context.Context, c *cli, fs *pflag.FlagSet) error {
 	fmt.Fprintf(w, "last error\t%s\n", dash(st.LastError))
 	for _, warn := range st.Warnings {
 		fmt.Fprintf(w, "WARNING\t%s\n", clean(warn))
+	}
+	if r := st.ReplicaSync; r != nil {
+		bus := "up"
+		if !r.BusUp {
+			bus = "DOWN"
+		}
+		driving := ""
+		if !r.Driving {
+			driving = ", NOT DRIVEN"
+		}
+		fmt.Fprintf(w, "replica\treachable %s, bus %s%s, %d restarts seen\n", yesNo(r.Reachable), bus, driving, r.Restarts)
+		for _, e := range r.Errors {
+			fmt.Fprintf(w, "replica failing\t%s\n", clean(e))
+		}
+		last := "-"
+		if r.LastError != "" {
+			last = clean(r.LastError) + " (" + age(now, r.LastErrorAt) + " ago)"
+		}
+		fmt.Fprintf(w, "replica last error\t%s\n", last)
+		var counts []string
+		for _, s := range registry.ReplicaStates {
+			if n := r.Counts[s]; n > 0 {
+				counts = append(counts, fmt.Sprintf("%s %d", s, n))
+			}
+		}
+		fmt.Fprintf(w, "replica states\t%s\n", dash(strings.Join(counts, ", ")))
 	}
 	fmt.Fprintf(w, "pending\t%d journal entries not visible yet\n", st.Stall.Pending)
 	if sb := st.Stall.Standby; sb != nil {

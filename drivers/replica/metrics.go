@@ -17,7 +17,14 @@ type Metrics struct {
 	nudges        prometheus.Counter
 	observed      *prometheus.CounterVec
 	entries       *prometheus.GaugeVec
+	conditions    *prometheus.GaugeVec
+	repairs       *prometheus.CounterVec
 }
+
+// RepairResults are the results of a schema repair: the platform synced
+// the storage (ok), refused the save (refused), the save changed the
+// object's rows (changed: it must not), or it failed (error).
+var RepairResults = []string{"ok", "refused", "changed", "error"}
 
 // NewMetrics registers the series on reg (nil: not registered).
 func NewMetrics(reg prometheus.Registerer) *Metrics {
@@ -28,7 +35,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		}, []string{"channel", "result"}),
 		verifications: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "reconciler_replica_verifications_total",
-			Help: "Read-only probes of the replica's state of an entry, by result (in-sync, lacking, stale, unobservable, error).",
+			Help: "Read-only probes of the replica's state of an entry, by result (in-sync, lacking, stale, unservable, unobservable, error).",
 		}, []string{"result"}),
 		restarts: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "reconciler_replica_restarts_total",
@@ -36,7 +43,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		}),
 		nudges: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "reconciler_replica_nudges_total",
-			Help: "Lane messages published again because a probe found the replica still lacking a change.",
+			Help: "Lane messages tried again (published or failed) because a probe found the replica still lacking a change.",
 		}),
 		observed: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "reconciler_replica_bus_messages_total",
@@ -46,14 +53,28 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Name: "reconciler_replica_entries",
 			Help: "Entries by replica state (" + stateNames() + ").",
 		}, []string{"state"}),
+		conditions: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "reconciler_replica_condition",
+			Help: "1 while a failure of the replica lasts, by condition (bus: publishing fails; credential: the replica refuses the token; version: a platform major this reconciler does not drive).",
+		}, []string{"condition"}),
+		repairs: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "reconciler_replica_repairs_total",
+			Help: "Schema repairs of unservable objects through the platform's save route (replica.repair: schema), by result (ok, refused, changed, error).",
+		}, []string{"result"}),
 	}
 	for _, ch := range Channels {
 		for _, r := range []string{"ok", "error"} {
 			m.publishes.WithLabelValues(ch, r)
 		}
 	}
-	for _, r := range []string{"in-sync", "lacking", "stale", "unobservable", "error"} {
+	for _, r := range []string{"in-sync", "lacking", "stale", "unservable", "unobservable", "error"} {
 		m.verifications.WithLabelValues(r)
+	}
+	for _, c := range []string{condBus, condCredential, condVersion} {
+		m.conditions.WithLabelValues(c)
+	}
+	for _, r := range RepairResults {
+		m.repairs.WithLabelValues(r)
 	}
 	for _, o := range []string{"own", "other"} {
 		m.observed.WithLabelValues(o)
@@ -62,7 +83,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		m.entries.WithLabelValues(string(s))
 	}
 	if reg != nil {
-		reg.MustRegister(m.publishes, m.verifications, m.restarts, m.nudges, m.observed, m.entries)
+		reg.MustRegister(m.publishes, m.verifications, m.restarts, m.nudges, m.observed, m.entries, m.conditions, m.repairs)
 	}
 	return m
 }

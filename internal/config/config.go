@@ -65,6 +65,8 @@ type Config struct {
 	ReplicaBusURL    string
 	ReplicaBusPrefix string
 	ReplicaOrigin    string
+	ReplicaRepair    string // "off" or "schema"
+	ReplicaMaxProbes int
 
 	ReplicaMode       string // "drive" or "shadow"
 	GuardMaxEvictions string // guard.max_evictions as written: see ParseMaxEvictions

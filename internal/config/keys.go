@@ -46,6 +46,8 @@ const (
 	KeyReplicaBusURL    = "replica.bus.url"
 	KeyReplicaBusPrefix = "replica.bus.prefix"
 	KeyReplicaOrigin    = "replica.origin"
+	KeyReplicaRepair    = "replica.repair"
+	KeyReplicaMaxProbes = "replica.max_probes_per_second"
 
 	KeyReplicaMode       = "replica.mode"
 	KeyGuardMaxEvictions = "guard.max_evictions"
@@ -152,6 +154,10 @@ func declarations() []decl {
 			func(c *Config) *string { return &c.ReplicaBusPrefix }, checkBusPrefix),
 		bind(KeyReplicaOrigin, "", "originNode of the lane messages (default: reconciler:<replica_id>)",
 			func(c *Config) *string { return &c.ReplicaOrigin }).then(defaultReplicaOrigin),
+		bind(KeyReplicaRepair, "off", "off, or schema: one sidecar of the fleet at a time has the platform sync the storage (table, columns) of an object its replica registered but cannot serve, through the platform's own save route",
+			func(c *Config) *string { return &c.ReplicaRepair }, oneOf("repair", "off", "schema")),
+		bind(KeyReplicaMaxProbes, 20, "most read-only probes of the replica per second, for the whole sidecar",
+			func(c *Config) *int { return &c.ReplicaMaxProbes }, minInt(1)),
 		bind(KeyReplicaMode, "drive", "drive (publish lane messages until the replica serves each change) or shadow (probe and report only, publish nothing: entries show replica state would-publish; for adopting beside a live fleet)",
 			func(c *Config) *string { return &c.ReplicaMode }, oneOf("mode", "drive", "shadow")),
 		bind(KeyGuardMaxEvictions, "20%", "evictions of one kind allowed within guard.window: a count (10), a percentage of the kind's entries (20%, never fewer than 10) or off; more are guarded: the entries keep serving until their rows come back or `reconciler guard release`",
