@@ -191,7 +191,8 @@ func (d *Daemon) Run(ctx context.Context) error {
 	cfg := d.cfg
 	d.mu.Unlock()
 	log := d.log
-	store, err := snapshot.Open(cfg.StoreURL, snapshot.OpenOptions{Logger: log, ReadURL: cfg.StoreReadURL, MaxBodyBytes: int64(cfg.MaxBodyBytes)})
+	store, err := snapshot.Open(cfg.StoreURL, snapshot.OpenOptions{Logger: log, ReadURL: cfg.StoreReadURL, MaxBodyBytes: int64(cfg.MaxBodyBytes),
+		MaxTotalBytes: int64(cfg.MaxTotalBytes)})
 	if err != nil {
 		return fmt.Errorf("open store: %w", err)
 	}

@@ -2,7 +2,6 @@ package daemon
 
 import (
 	"context"
-	"database/sql"
 	"encoding/json"
 	"io"
 	"net/http"
@@ -13,6 +12,7 @@ import (
 	_ "modernc.org/sqlite"
 
 	"github.com/objectstack-fleet/reconciler/drivers/replica/replicatest"
+	"github.com/objectstack-fleet/reconciler/snapshot/snapshottest"
 )
 
 // With replica.url set, an applied change reaches the replica through its
@@ -50,19 +50,13 @@ func TestReplicaDriven(t *testing.T) {
 	var obj map[string]any
 	_ = json.Unmarshal([]byte(body), &obj)
 	db.Put("object", "task", obj)
-	store, err := sql.Open("sqlite", strings.TrimPrefix(cfg.StoreURL, "sqlite://"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer store.Close()
+	// snapshottest opens SQLite with a busy timeout: the daemon writes the
+	// same file (a bare sql.Open failed once with SQLITE_BUSY).
+	store := snapshottest.Connect(t, cfg.StoreURL)
 	// The object's table, as the platform creates it: the sidecar reads
 	// the store's catalog to tell a servable object.
-	if _, err := store.Exec(`CREATE TABLE task (id TEXT PRIMARY KEY, created_at TEXT, updated_at TEXT, subject TEXT)`); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := store.Exec(`INSERT INTO sys_metadata (id, type, name, state, metadata) VALUES ('m1', 'object', 'task', 'active', ?)`, body); err != nil {
-		t.Fatal(err)
-	}
+	store.Exec(t, `CREATE TABLE task (id TEXT PRIMARY KEY, created_at TEXT, updated_at TEXT, subject TEXT)`)
+	store.Exec(t, `INSERT INTO sys_metadata (id, type, name, state, metadata) VALUES ('m1', 'object', 'task', 'active', $1)`, body)
 
 	client := &http.Client{Timeout: 5 * time.Second}
 	defer client.CloseIdleConnections()

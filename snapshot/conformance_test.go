@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/objectstack-fleet/reconciler/internal/proctest"
 	"github.com/objectstack-fleet/reconciler/snapshot"
 	"github.com/objectstack-fleet/reconciler/snapshot/snapshottest"
 )
@@ -652,22 +653,13 @@ func TestConcurrentWritersNoneMissed(t *testing.T) {
 // server's other transactions can hold the xmin horizon back briefly).
 func waitFor(t *testing.T, what string, f func() (bool, error)) {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	tick := time.NewTicker(20 * time.Millisecond)
-	defer tick.Stop()
-	for {
+	proctest.Eventually(t, 30*time.Second, 20*time.Millisecond, what, func() bool {
 		ok, err := f()
 		if err != nil {
 			t.Fatalf("%s: %v", what, err)
 		}
-		if ok {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not done after 30s", what)
-		}
-		<-tick.C
-	}
+		return ok
+	})
 }
 
 func TestExpiredCursorAfterPrune(t *testing.T) {

@@ -68,8 +68,8 @@ func newPG(rawURL string, opts OpenOptions, tweak func(*pgxpool.Config)) (*PG, e
 		return nil, err
 	}
 	p := &PG{pool: pool, url: redact.URL(rawURL), pw: urlPassword(rawURL), log: logger(opts),
-		selMetadata:    selectBody(pgSelectMetadata, "octet_length(m.metadata)", opts.MaxBodyBytes),
-		relistMetadata: selectBody(pgRelistMetadata, "octet_length(m.metadata)", opts.MaxBodyBytes)}
+		selMetadata:    selectBody(pgSelectMetadata, "octet_length(m.metadata)", opts.MaxBodyBytes, opts.MaxTotalBytes),
+		relistMetadata: selectBody(pgRelistMetadata, "octet_length(m.metadata)", opts.MaxBodyBytes, opts.MaxTotalBytes)}
 	if opts.ReadURL != "" {
 		read, err := newPool(opts.ReadURL, opts, tweak)
 		if err != nil {

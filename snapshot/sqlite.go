@@ -69,7 +69,7 @@ func newSQLite(rawURL string, opts OpenOptions) (*SQLite, error) {
 	db.SetMaxOpenConns(8)
 	db.SetMaxIdleConns(4)
 	return &SQLite{db: db, path: p, url: rawURL, log: logger(opts),
-		selMetadata: selectBody(sqSelectMetadata, "length(CAST(m.metadata AS BLOB))", opts.MaxBodyBytes)}, nil
+		selMetadata: selectBody(sqSelectMetadata, "length(CAST(m.metadata AS BLOB))", opts.MaxBodyBytes, opts.MaxTotalBytes)}, nil
 }
 
 // Kind implements Store.

@@ -16,6 +16,7 @@ import (
 
 	"github.com/objectstack-fleet/reconciler/drivers/replica"
 	"github.com/objectstack-fleet/reconciler/drivers/replica/replicatest"
+	"github.com/objectstack-fleet/reconciler/internal/proctest"
 	"github.com/objectstack-fleet/reconciler/reconcile"
 	"github.com/objectstack-fleet/reconciler/registry"
 )
@@ -155,13 +156,7 @@ func (tp *tap) count(channel string) int {
 // eventually polls cond until it holds or the deadline passes.
 func eventually(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	proctest.Eventually(t, 30*time.Second, 10*time.Millisecond, what, cond)
 }
 
 func change(kind registry.Kind, key string, action reconcile.Action) reconcile.ChangeSet {

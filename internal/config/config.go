@@ -53,6 +53,7 @@ type Config struct {
 	SQLiteDir          string
 	MaxConns           int
 	MaxTotalConns      int
+	MaxTotalBytes      int
 	AllowLocal         bool
 	AllowHosts         []string
 	DenyHosts          []string

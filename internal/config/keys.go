@@ -1,6 +1,7 @@
 package config
 
 import (
+	"fmt"
 	"log/slog"
 	"time"
 )
@@ -31,6 +32,7 @@ const (
 	KeyCodeObjects      = "engine.code_objects"
 	KeyMaxBodyBytes     = "engine.max_body_bytes"
 	KeyMaxRefs          = "engine.max_refs"
+	KeyMaxTotalBytes    = "engine.max_total_bytes"
 	KeySQLiteDir        = "datasource.sqlite_dir"
 	KeyMaxConns         = "datasource.max_conns"
 	KeyMaxTotalConns    = "datasource.max_total_conns"
@@ -126,6 +128,13 @@ func declarations() []decl {
 			func(c *Config) *int { return &c.MaxBodyBytes }, minInt(1024)),
 		bind(KeyMaxRefs, 10000, "most distinct references one metadata item may make; more is held naming this cap",
 			func(c *Config) *int { return &c.MaxRefs }, minInt(1)),
+		bind(KeyMaxTotalBytes, 64<<20, "most bytes of metadata bodies one read of the store holds at once (at least engine.max_body_bytes); the rest are read at the next polls",
+			func(c *Config) *int { return &c.MaxTotalBytes }, minInt(1024)).then(func(c *Config) error {
+			if c.MaxTotalBytes < c.MaxBodyBytes {
+				return fmt.Errorf("must be at least %s (%d), got %d", KeyMaxBodyBytes, c.MaxBodyBytes, c.MaxTotalBytes)
+			}
+			return nil
+		}),
 		bind(KeySQLiteDir, "", "directory SQLite datasources may open files in (empty: SQLite datasources are held)",
 			func(c *Config) *string { return &c.SQLiteDir }),
 		bind(KeyMaxConns, 50, "cap of a datasource's pool.maxConns and pool.minConns; a record above it is held naming this cap",
