@@ -91,6 +91,13 @@ type ReplicaStatus struct {
 	Error    string       `json:"error,omitempty"`    // why the replica does not agree yet, or the last failure
 	Remedy   string       `json:"remedy,omitempty"`   // what brings a stale or unservable entry back
 	Since    time.Time    `json:"since"`
+	// LastMessage is when a lane message for the entry was last published.
+	LastMessage time.Time `json:"last_message,omitzero"`
+	// LastProbe is when the replica was last asked about the entry, and
+	// Probe what it answered ("in-sync", "lacks", "stale", "unservable",
+	// "unobservable", or "failed: <why>").
+	LastProbe time.Time `json:"last_probe,omitzero"`
+	Probe     string    `json:"probe,omitempty"`
 }
 
 // ReplicaReport is the replica part of status (replica_sync of

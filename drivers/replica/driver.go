@@ -132,6 +132,9 @@ type entry struct {
 	due       time.Time // next step; zero: nothing to do
 	running   bool      // a step is in flight
 	status    registry.ReplicaStatus
+	// The last message published and the last probe (explain shows them).
+	lastMessage, lastProbe time.Time
+	probe                  string
 }
 
 // Driver drives one replica through the platform's lanes and verifies it.
@@ -321,7 +324,9 @@ func (d *Driver) Status(kind registry.Kind, key string) (registry.ReplicaStatus,
 	if !ok {
 		return registry.ReplicaStatus{}, false
 	}
-	return e.status, true
+	st := e.status
+	st.LastMessage, st.LastProbe, st.Probe = e.lastMessage, e.lastProbe, e.probe
+	return st, true
 }
 
 // Counts returns how many entries are in each replica state.
@@ -456,6 +461,12 @@ func (d *Driver) step(ctx context.Context, e *entry) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	e.running = false
+	if !out.messageAt.IsZero() {
+		e.lastMessage = out.messageAt
+	}
+	if !out.probeAt.IsZero() {
+		e.lastProbe, e.probe = out.probeAt, out.probe
+	}
 	if e.gen != p.gen || ctx.Err() != nil {
 		return // changed meanwhile: the new generation is already scheduled
 	}
@@ -487,6 +498,10 @@ type outcome struct {
 	attempts  int
 	failures  int
 	due       time.Time // zero: done until the next change or restart
+	// messageAt is when this step published (zero: it did not); probeAt
+	// when it probed and probe what the replica answered.
+	messageAt, probeAt time.Time
+	probe              string
 }
 
 func (d *Driver) decide(ctx context.Context, p plan) outcome {
@@ -507,11 +522,13 @@ func (d *Driver) decide(ctx context.Context, p plan) outcome {
 			return d.publishOnce(ctx, p, out, now, registry.ReplicaPending)
 		}
 		v, detail, err = d.check(ctx, p)
+		out.noteProbe(v, err)
 	default:
 		if p.tellFirst && !p.published && !d.opts.Shadow {
 			return d.publishOnce(ctx, p, out, now, registry.ReplicaPending)
 		}
 		v, detail, err = d.check(ctx, p)
+		out.noteProbe(v, err)
 	}
 	if err != nil {
 		// The failure count is kept until the entry settles, so the waits
@@ -563,6 +580,7 @@ func (d *Driver) decide(ctx context.Context, p plan) outcome {
 	if err := d.publish(ctx, p); err != nil {
 		return d.notPublished(out, now, err)
 	}
+	out.messageAt = time.Now()
 	out.published = true
 	out.attempts++
 	out.failures = 0
@@ -573,6 +591,14 @@ func (d *Driver) decide(ctx context.Context, p plan) outcome {
 			slog.Int("attempts", out.attempts), slog.String("reason", detail))
 	}
 	return out
+}
+
+// noteProbe records a probe's answer in the outcome.
+func (out *outcome) noteProbe(v verdict, err error) {
+	out.probeAt, out.probe = time.Now(), v.String()
+	if err != nil {
+		out.probe = "failed: " + err.Error()
+	}
 }
 
 // publishOnce publishes the entry's lanes once for this generation, unless
@@ -586,6 +612,7 @@ func (d *Driver) publishOnce(ctx context.Context, p plan, out outcome, now time.
 		if err := d.publish(ctx, p); err != nil {
 			return d.notPublished(out, now, err)
 		}
+		out.messageAt = time.Now()
 		out.attempts++
 	}
 	out.published = true
