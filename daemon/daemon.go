@@ -191,7 +191,8 @@ func (d *Daemon) Run(ctx context.Context) error {
 	cfg := d.cfg
 	d.mu.Unlock()
 	log := d.log
-	store, err := snapshot.Open(cfg.StoreURL, snapshot.OpenOptions{Logger: log, ReadURL: cfg.StoreReadURL, MaxBodyBytes: int64(cfg.MaxBodyBytes)})
+	store, err := snapshot.Open(cfg.StoreURL, snapshot.OpenOptions{Logger: log, ReadURL: cfg.StoreReadURL, MaxBodyBytes: int64(cfg.MaxBodyBytes),
+		MaxTotalBytes: int64(cfg.MaxTotalBytes)})
 	if err != nil {
 		return fmt.Errorf("open store: %w", err)
 	}
@@ -216,6 +217,7 @@ func (d *Daemon) Run(ctx context.Context) error {
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	metrics := reconcile.NewMetrics(reg)
 	replicaMetrics := replica.NewMetrics(reg)
+	restartMetrics := replica.NewRestartMetrics(reg)
 
 	notifier, notifyRunners, err := d.notifier(cfg)
 	if err != nil {
@@ -226,7 +228,7 @@ func (d *Daemon) Run(ctx context.Context) error {
 		return err
 	}
 	hb := &heartbeater{store: store, version: d.opts.Version, log: log, every: HeartbeatInterval(cfg.PollInterval), wake: make(chan struct{}, 1)}
-	drv, closeBus, err := d.replicaDriver(cfg, replicaMetrics, hb.poke)
+	drv, closeBus, err := d.replicaDriver(cfg, replicaMetrics, store, hb.poke)
 	if err != nil {
 		return err
 	}
@@ -241,25 +243,30 @@ func (d *Daemon) Run(ctx context.Context) error {
 	if drv != nil {
 		hb.converged = drv.Converged
 	}
+	rs := d.restarter(cfg, drv, store, restartMetrics, hb.poke)
+	if rs != nil {
+		hb.node = rs.Node
+	}
 	rec := reconcile.New(store, reconcile.Options{
-		ReplicaID:        cfg.ReplicaID,
-		PollInterval:     cfg.PollInterval,
-		PollJitter:       pollJitter(cfg.PollJitter),
-		ResyncInterval:   resyncInterval(cfg.ResyncInterval),
-		ApplyConcurrency: cfg.ApplyConcurrency,
-		ApplyTimeout:     cfg.ApplyTimeout,
-		StopTimeout:      loopStopTimeout,
-		Materializers:    mats,
-		Secrets:          secrets,
-		CodeObjects:      cfg.CodeObjects,
-		Limits:           limits(cfg),
-		SyncGCPercent:    syncGCPercent(),
-		Notifier:         notifier,
-		Metrics:          metrics,
-		Logger:           log,
-		OnPass:           hb.onPass,
-		ReplicaDrift:     replicaView{drv}.ReplicaDrift,
-		Guard:            guardOptions(cfg, store),
+		ReplicaID:          cfg.ReplicaID,
+		PollInterval:       cfg.PollInterval,
+		PollJitter:         pollJitter(cfg.PollJitter),
+		ResyncInterval:     resyncInterval(cfg.ResyncInterval),
+		RevalidateInterval: resyncInterval(cfg.RevalidateInterval),
+		ApplyConcurrency:   cfg.ApplyConcurrency,
+		ApplyTimeout:       cfg.ApplyTimeout,
+		StopTimeout:        loopStopTimeout,
+		Materializers:      mats,
+		Secrets:            secrets,
+		CodeObjects:        cfg.CodeObjects,
+		Limits:             limits(cfg),
+		SyncGCPercent:      syncGCPercent(),
+		Notifier:           notifier,
+		Metrics:            metrics,
+		Logger:             log,
+		OnPass:             hb.onPass,
+		ReplicaDrift:       replicaView{drv: drv}.ReplicaDrift,
+		Guard:              guardOptions(cfg, store),
 	})
 	hb.status = rec
 	ops := newOpsMetrics(reg, d.opts.Version, rec.Status)
@@ -276,7 +283,7 @@ func (d *Daemon) Run(ctx context.Context) error {
 		WriteDrift: drift.write,
 		Version:    d.opts.Version,
 		Store:      redact.URL(cfg.StoreURL),
-		Replica:    replicaView{drv},
+		Replica:    replicaView{drv: drv, rs: rs},
 		Fleet:      fleetReader(store, cfg.PollInterval),
 		Guard:      rec,
 		Warnings:   hb.warnings,
@@ -314,6 +321,9 @@ func (d *Daemon) Run(ctx context.Context) error {
 	part("journal pruning", pruner{store: store, retention: cfg.JournalRetention, log: log}.run)
 	for _, nr := range notifyRunners {
 		part("notify", nr)
+	}
+	if rs != nil {
+		part("replica restart", rs.Run)
 	}
 	if h, ok := store.(snapshot.Hinter); ok && cfg.HintListen {
 		part("hint listener", func(ctx context.Context) error { return h.Listen(ctx, rec.Hint) })
@@ -420,7 +430,8 @@ func (d *Daemon) envValue(key, name string) (string, error) {
 	return v, nil
 }
 
-// resyncInterval maps the config's 0 (off) to the loop's negative (off).
+// resyncInterval maps the config's 0 (off) to the loop's negative (off),
+// for resync.interval and revalidate.interval.
 func resyncInterval(d time.Duration) time.Duration {
 	if d == 0 {
 		return -1

@@ -40,6 +40,8 @@ type heartbeater struct {
 	// given the loop's applied one (replica.Driver.Converged); nil: the
 	// loop's registries are what is served.
 	converged func(applied int64) (int64, time.Time)
+	// node, if set, reports the replica node beside the sidecar.
+	node func() snapshot.Node
 
 	mu      sync.Mutex
 	lastErr string
@@ -47,6 +49,16 @@ type heartbeater struct {
 	failing bool
 	clash   string    // another process writing this replica id's heartbeat
 	clashAt time.Time // when it was last seen
+}
+
+// poke asks for a heartbeat now (what it reports changed: the replica
+// driver calls it when a change becomes served). It never blocks; pokes
+// coalesce, at most one heartbeat per minBeatGap.
+func (h *heartbeater) poke() {
+	select {
+	case h.wake <- struct{}{}:
+	default:
+	}
 }
 
 // onPass is the loop's OnPass hook: it must not block.
@@ -62,15 +74,6 @@ func (h *heartbeater) onPass(p reconcile.PassResult) {
 		return
 	}
 	h.poke()
-}
-
-// poke asks for a heartbeat now (coalesced; at most one per minBeatGap).
-// The replica driver calls it when a change becomes served.
-func (h *heartbeater) poke() {
-	select {
-	case h.wake <- struct{}{}:
-	default:
-	}
 }
 
 // minBeatGap spaces heartbeats asked for at once: a burst of changes
@@ -167,6 +170,9 @@ func (h *heartbeater) write(ctx context.Context, stopped bool) error {
 	r.HeadRevision, r.ConvergedRevision, r.ConvergedAt = st.Revision, st.Revision, st.RevisionAt
 	if h.converged != nil {
 		r.ConvergedRevision, r.ConvergedAt = h.converged(st.Revision)
+	}
+	if h.node != nil {
+		r.Node = h.node()
 	}
 	clash, err := h.store.Heartbeat(ctx, r)
 	if err != nil {

@@ -11,12 +11,15 @@ import (
 
 // Options configure a Reconciler. Zero values take the documented defaults.
 type Options struct {
-	ReplicaID        string        // default: hostname
-	PollInterval     time.Duration // default 1s
-	PollJitter       time.Duration // polls come up to this much early (spread); default 10% of PollInterval, <0 none
-	ResyncInterval   time.Duration // anti-entropy relist; default 10m; <0 disables
-	ApplyConcurrency int           // default 4
-	ApplyTimeout     time.Duration // default 30s
+	ReplicaID      string        // default: hostname
+	PollInterval   time.Duration // default 1s
+	PollJitter     time.Duration // polls come up to this much early (spread); default 10% of PollInterval, <0 none
+	ResyncInterval time.Duration // anti-entropy relist; default 10m; <0 disables
+	// RevalidateInterval is how often ready connectors and datasources
+	// are checked again (revalidate.go); default 10m; <0 disables.
+	RevalidateInterval time.Duration
+	ApplyConcurrency   int           // default 4
+	ApplyTimeout       time.Duration // default 30s
 	// PassBudget is how long a pass waits for a kind's connector or
 	// datasource materializations; those still running then finish in the
 	// background, so slow upstreams do not hold back other work. Default:
@@ -175,5 +178,6 @@ type DriftReport struct {
 // Clean reports whether the report found no drift.
 func (d DriftReport) Clean() bool {
 	s := d.Summary
-	return s.NotReady+s.SignatureMismatch+s.Orphans+s.Missing+s.ChecksumMismatches+s.Guarded == 0 && len(d.Stall.Blockers) == 0
+	return s.NotReady+s.SignatureMismatch+s.Orphans+s.Missing+s.ChecksumMismatches+s.Guarded == 0 && len(d.Stall.Blockers) == 0 &&
+		(d.ReplicaSync == nil || len(d.ReplicaSync.Lagging) == 0)
 }

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/objectstack-fleet/reconciler/internal/corpus"
 	"github.com/objectstack-fleet/reconciler/registry"
@@ -148,5 +149,66 @@ func TestRetryHeld(t *testing.T) {
 		if st := b.state(registry.KindConnector, "crm"); st != registry.StateReady {
 			t.Fatalf("after retry --held: %s", st)
 		}
+	})
+}
+
+// revalInstance is an instance whose checks fail with fail's error.
+type revalInstance struct {
+	fail   *atomic.Pointer[error]
+	checks *atomic.Int64
+}
+
+func (i revalInstance) Close() error { return nil }
+
+func (i revalInstance) Revalidate(context.Context) error {
+	i.checks.Add(1)
+	if p := i.fail.Load(); p != nil {
+		return *p
+	}
+	return nil
+}
+
+// A ready connector whose upstream starts refusing turns held with no row
+// change; one whose upstream fails transiently turns degraded and is
+// materialized again by its backoff.
+func TestRevalidate(t *testing.T) {
+	t.Parallel()
+	snapshottest.Each(t, func(t *testing.T, s snapshot.Store, url string) {
+		var fail atomic.Pointer[error]
+		var checks, builds atomic.Int64
+		mat := MaterializerFunc(func(ctx context.Context, d Desired) (registry.Instance, error) {
+			builds.Add(1)
+			if p := fail.Load(); p != nil {
+				return nil, *p
+			}
+			return revalInstance{&fail, &checks}, nil
+		})
+		b := start(t, s, url, Options{ResyncInterval: -1, RevalidateInterval: 50 * time.Millisecond, RetryBase: 50 * time.Millisecond,
+			Materializers: map[registry.Kind]Materializer{registry.KindConnector: mat}})
+		b.exec(`INSERT INTO sys_connector_credential (ref, value) VALUES ('tok', 'x')`)
+		b.exec(`INSERT INTO sys_metadata (id, type, name, metadata) VALUES ('c1', 'connector', 'crm', $1)`, connectorBodyJSON("tok"))
+		b.waitFor("crm ready and checked", func() bool {
+			return b.state(registry.KindConnector, "crm") == registry.StateReady && checks.Load() > 1
+		})
+		refused := Refused(errors.New("401"), "refused upstream: 401")
+		fail.Store(&refused)
+		b.waitFor("crm held by a check", func() bool { return b.state(registry.KindConnector, "crm") == registry.StateHeld })
+		e, _ := b.entry(registry.KindConnector, "crm")
+		if e.Reason != "revalidation: refused upstream: 401" || e.ServingRevision == 0 {
+			t.Errorf("after a refused check: %q, serving %d", e.Reason, e.ServingRevision)
+		}
+		n := builds.Load()
+		fail.Store(nil)
+		if err := b.rec.Retry(context.Background(), []registry.Ref{{Kind: registry.KindConnector, Key: "crm"}}, false); err != nil {
+			t.Fatal(err)
+		}
+		if st := b.state(registry.KindConnector, "crm"); st != registry.StateReady || builds.Load() != n+1 {
+			t.Fatalf("after retry: %s, %d builds (want %d)", st, builds.Load(), n+1)
+		}
+		transient := Transient(errors.New("503"), "upstream answered 503")
+		fail.Store(&transient)
+		b.waitFor("crm degraded by a check", func() bool { return b.state(registry.KindConnector, "crm") == registry.StateDegraded })
+		fail.Store(nil)
+		b.waitFor("crm ready again by its backoff", func() bool { return b.state(registry.KindConnector, "crm") == registry.StateReady })
 	})
 }

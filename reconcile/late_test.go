@@ -31,7 +31,7 @@ func TestSlowTenantDoesNotDelayOthers(t *testing.T) {
 		return nil
 	})
 	b := start(t, store, url, Options{ResyncInterval: -1, ApplyTimeout: 3 * time.Second, PollInterval: 50 * time.Millisecond,
-		PassBudget: 200 * time.Millisecond,
+		PassBudget:    200 * time.Millisecond,
 		Materializers: map[registry.Kind]Materializer{registry.KindConnector: conn, registry.KindEngine: newCounter(nil)}})
 	for i := range 5 {
 		b.exec(upsertOrgRow, fmt.Sprintf("h%d", i), "connector", fmt.Sprintf("hang%d", i), "evil", hangBody)

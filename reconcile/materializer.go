@@ -56,6 +56,15 @@ func (f MaterializerFunc) Materialize(ctx context.Context, d Desired) (registry.
 	return f(ctx, d)
 }
 
+// Revalidator is an instance that can check again that it still works
+// (revalidate.interval): a connector probes its upstream again, a
+// datasource pings its database. Revalidate must honour ctx and classify
+// a failure as Materialize does: a refusal holds the entry, a transient
+// failure degrades it.
+type Revalidator interface {
+	Revalidate(ctx context.Context) error
+}
+
 // NopInstance is an instance with nothing to close.
 type NopInstance struct{}
 

@@ -24,6 +24,7 @@ const (
 	DefaultRetryBase        = 5 * time.Second
 	DefaultRetryMax         = 300 * time.Second
 	DefaultStopTimeout      = 3 * time.Second
+	DefaultRevalidate       = 10 * time.Minute
 	maxStoreBackoff         = 30 * time.Second
 )
 
@@ -32,6 +33,7 @@ const (
 	flagTrigger
 	flagResync
 	flagRetry
+	flagRevalidated
 	flagLate // a materialization that outlasted its pass returned (late.go)
 )
 
@@ -60,11 +62,14 @@ type Reconciler struct {
 	flights      []*flight                        // batches outlasting their pass (late.go)
 	inflight     map[registry.Ref]bool            // entries of those batches not landed yet
 	redo         map[registry.Ref]bool            // in flight and changed meanwhile
+	rereads      map[snapshot.Address]bool        // rows whose body the store withheld (memory.go)
 	lastStall    time.Time
 	bulk         bool // the apply in flight is large: routine per-entry lines go to debug
 
-	abandoned *abandoned // calls the loop stopped waiting for
-	retryQ    retryQueue // retries asked for (Retry)
+	abandoned    *abandoned      // calls the loop stopped waiting for
+	retryQ       retryQueue      // retries asked for (Retry)
+	retryWaiting []*retryRequest // taken by a pass, waiting for calls in flight (loop goroutine)
+	revalQ       revalidations   // failed revalidations for the loop to record
 
 	guard        *guardState // owned by the Run goroutine (status under mu)
 	releaseAsked atomic.Bool // POST /v1/guard/release: the next pass releases
@@ -103,6 +108,9 @@ func New(src Source, opts Options) *Reconciler {
 	if opts.ResyncInterval == 0 {
 		opts.ResyncInterval = DefaultResyncInterval
 	}
+	if opts.RevalidateInterval == 0 {
+		opts.RevalidateInterval = DefaultRevalidate
+	}
 	orDefault(&opts.ApplyConcurrency, DefaultApplyConcurrency)
 	orDefault(&opts.ApplyTimeout, DefaultApplyTimeout)
 	orDefault(&opts.RetryBase, DefaultRetryBase)
@@ -133,6 +141,7 @@ func New(src Source, opts Options) *Reconciler {
 		waits:        make(map[registry.Ref]<-chan struct{}),
 		inflight:     make(map[registry.Ref]bool),
 		redo:         make(map[registry.Ref]bool),
+		rereads:      make(map[snapshot.Address]bool),
 		relistReason: TriggerStart,
 		abandoned:    newAbandoned(metrics.Abandoned),
 		guard:        newGuardState(opts.Guard),
@@ -274,6 +283,25 @@ func (r *Reconciler) Run(ctx context.Context) error {
 		cancel()
 		r.shutdown(budget - budget/4)
 	}()
+	if r.opts.RevalidateInterval > 0 {
+		revalCtx, stopReval := context.WithCancel(ctx)
+		revalDone := make(chan struct{})
+		go func() {
+			defer close(revalDone)
+			r.revalidate(revalCtx)
+		}()
+		defer func() { // first of the deferred: before instances close
+			stopReval()
+			// Checks honour ctx; one that does not is not waited for
+			// past a fifth of the stop budget.
+			t := time.NewTimer(r.opts.StopTimeout / 5)
+			defer t.Stop()
+			select {
+			case <-revalDone:
+			case <-t.C:
+			}
+		}()
+	}
 
 	timer := time.NewTimer(0)
 	defer timer.Stop()
@@ -291,8 +319,12 @@ func (r *Reconciler) Run(ctx context.Context) error {
 		}
 		now = time.Now()
 		flags := r.flags.Swap(0)
+		if flags&flagRevalidated != 0 {
+			r.applyRevalidations(ctx)
+		}
 		if flags&flagLate != 0 {
 			r.land(passCtx)
+			r.retried(nil) // retries waiting for those calls
 		}
 		trig, relist := r.decide(now, flags, nextPoll, nextResync)
 		if trig == "" {

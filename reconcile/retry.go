@@ -93,11 +93,25 @@ func (r *Reconciler) takeRetries(forced map[registry.Ref]bool) (map[registry.Ref
 	return forced, reqs
 }
 
-// retried tells the callers of reqs that their pass is over.
-func retried(reqs []*retryRequest) {
-	for _, req := range reqs {
+// retried tells the callers of reqs, and of those waiting before, that
+// their retry is over, once none of their entries is in flight (a call
+// that outlasted its pass, late.go) any longer (loop goroutine).
+func (r *Reconciler) retried(reqs []*retryRequest) {
+	r.retryWaiting = append(r.retryWaiting, reqs...)
+	kept := r.retryWaiting[:0]
+	for _, req := range r.retryWaiting {
+		busy := false
+		for _, ref := range req.refs {
+			busy = busy || r.inflight[ref] || r.redo[ref]
+		}
+		if busy {
+			kept = append(kept, req)
+			continue
+		}
 		close(req.done)
 	}
+	clear(r.retryWaiting[len(kept):])
+	r.retryWaiting = kept
 }
 
 // The causes of a retry (label of reconciler_retries_total).

@@ -91,6 +91,13 @@ type ReplicaStatus struct {
 	Error    string       `json:"error,omitempty"`    // why the replica does not agree yet, or the last failure
 	Remedy   string       `json:"remedy,omitempty"`   // what brings a stale or unservable entry back
 	Since    time.Time    `json:"since"`
+	// LastMessage is when a lane message for the entry was last published.
+	LastMessage time.Time `json:"last_message,omitzero"`
+	// LastProbe is when the replica was last asked about the entry, and
+	// Probe what it answered ("in-sync", "lacks", "stale", "unservable",
+	// "unobservable", or "failed: <why>").
+	LastProbe time.Time `json:"last_probe,omitzero"`
+	Probe     string    `json:"probe,omitempty"`
 }
 
 // ReplicaReport is the replica part of status (replica_sync of
@@ -103,9 +110,26 @@ type ReplicaReport struct {
 	// Reachable is false while the replica's health endpoint does not
 	// answer.
 	Reachable bool `json:"reachable"`
+	// BusUp is false while publishing on the replica's bus fails (or no
+	// bus is configured).
+	BusUp bool `json:"bus_up"`
+	// Driving is false while the sidecar publishes nothing for its
+	// replica (it runs a platform version the sidecar does not drive).
+	Driving bool `json:"driving"`
+	// Errors are the failures that last now (the replica unreachable or
+	// refusing the token, the bus down, an unknown platform version),
+	// empty when none.
+	Errors []string `json:"errors,omitempty"`
+	// LastError is the last such failure, kept after it ended, and
+	// LastErrorAt when it was seen.
+	LastError   string    `json:"last_error,omitempty"`
+	LastErrorAt time.Time `json:"last_error_at,omitzero"`
 	// Lagging lists the entries whose replica state is drift (Drifted),
 	// sorted by kind and key (drift reports only).
 	Lagging []ReplicaItem `json:"lagging,omitempty"`
+	// Restart is the sidecar's restart of the replica (status only; nil
+	// in drift reports and without a replica).
+	Restart *ReplicaRestart `json:"restart,omitempty"`
 }
 
 // ReplicaItem is one entry of a ReplicaReport.

@@ -68,8 +68,8 @@ func newPG(rawURL string, opts OpenOptions, tweak func(*pgxpool.Config)) (*PG, e
 		return nil, err
 	}
 	p := &PG{pool: pool, url: redact.URL(rawURL), pw: urlPassword(rawURL), log: logger(opts),
-		selMetadata:    selectBody(pgSelectMetadata, "octet_length(m.metadata)", opts.MaxBodyBytes),
-		relistMetadata: selectBody(pgRelistMetadata, "octet_length(m.metadata)", opts.MaxBodyBytes)}
+		selMetadata:    selectBody(pgSelectMetadata, "octet_length(m.metadata)", opts.MaxBodyBytes, opts.MaxTotalBytes),
+		relistMetadata: selectBody(pgRelistMetadata, "octet_length(m.metadata)", opts.MaxBodyBytes, opts.MaxTotalBytes)}
 	if opts.ReadURL != "" {
 		read, err := newPool(opts.ReadURL, opts, tweak)
 		if err != nil {
@@ -741,20 +741,20 @@ func (p *PG) Heartbeat(ctx context.Context, r Replica) (string, error) {
 	var clash string
 	var clashNow bool
 	err := p.pool.QueryRow(ctx, `INSERT INTO sys_reconciler_replica AS o
-  (replica_id, host, pid, version, started_at, heartbeat_at, cursor, cursor_seq, cursor_at, counts, stopped, last_error,
+  (replica_id, host, pid, version, started_at, heartbeat_at, cursor, cursor_seq, cursor_at, counts, stopped, last_error, node,
    converged_revision, converged_at, head_revision)
-VALUES ($1, $2, $3, $4, coalesce($5, now()), coalesce($6, now()), $7, $8, $9, $10::text::jsonb, $11, $12, $13, $14, $15)
+VALUES ($1, $2, $3, $4, coalesce($5, now()), coalesce($6, now()), $7, $8, $9, $10::text::jsonb, $11, $12, $13, $14, $15, $16)
 ON CONFLICT (replica_id) DO UPDATE SET host = EXCLUDED.host, pid = EXCLUDED.pid, version = EXCLUDED.version,
   started_at = EXCLUDED.started_at, heartbeat_at = EXCLUDED.heartbeat_at, cursor = EXCLUDED.cursor,
   cursor_seq = EXCLUDED.cursor_seq, cursor_at = EXCLUDED.cursor_at, counts = EXCLUDED.counts,
-  stopped = EXCLUDED.stopped, last_error = EXCLUDED.last_error, converged_revision = EXCLUDED.converged_revision,
-  converged_at = EXCLUDED.converged_at, head_revision = EXCLUDED.head_revision,
+  stopped = EXCLUDED.stopped, last_error = EXCLUDED.last_error, node = EXCLUDED.node,
+  converged_revision = EXCLUDED.converged_revision, converged_at = EXCLUDED.converged_at, head_revision = EXCLUDED.head_revision,
   clash = CASE WHEN `+pgClash+` THEN o.host || ' pid ' || o.pid ELSE o.clash END,
   clash_at = CASE WHEN `+pgClash+` THEN now() ELSE o.clash_at END
 RETURNING clash, clash_at IS NOT DISTINCT FROM now()`,
 		r.ReplicaID, r.Host, r.PID, r.Version, nullTime(r.StartedAt), nullTime(r.HeartbeatAt), r.Cursor, r.CursorSeq,
-		nullTime(r.CursorAt), countsJSON(r.Counts), r.Stopped, r.LastError, r.ConvergedRevision, nullTime(r.ConvergedAt),
-		r.HeadRevision).Scan(&clash, &clashNow)
+		nullTime(r.CursorAt), countsJSON(r.Counts), r.Stopped, r.LastError, nodeJSON(r.Node), r.ConvergedRevision,
+		nullTime(r.ConvergedAt), r.HeadRevision).Scan(&clash, &clashNow)
 	if err != nil {
 		return "", p.interpretError("heartbeat", err)
 	}
@@ -772,7 +772,7 @@ const pgClash = `((o.host, o.pid, o.started_at) IS DISTINCT FROM (EXCLUDED.host,
 // Replicas implements Source.
 func (p *PG) Replicas(ctx context.Context) ([]Replica, error) {
 	rows, err := p.pool.Query(ctx, `SELECT replica_id, host, pid, version, started_at, heartbeat_at, cursor, cursor_seq,
-  cursor_at, counts::text, stopped, last_error, clash, clash_at, converged_revision, converged_at, head_revision,
+  cursor_at, counts::text, stopped, last_error, clash, clash_at, node, converged_revision, converged_at, head_revision,
   (SELECT r.updated_at FROM sys_reconciler_revision r WHERE r.revision > o.converged_revision ORDER BY r.revision LIMIT 1)
 FROM sys_reconciler_replica o ORDER BY replica_id`)
 	if err != nil {
@@ -781,10 +781,11 @@ FROM sys_reconciler_replica o ORDER BY replica_id`)
 	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (Replica, error) {
 		var rep Replica
 		var cursorAt, clashAt, convAt, unserved *time.Time
-		var counts string
+		var counts, node string
 		err := r.Scan(&rep.ReplicaID, &rep.Host, &rep.PID, &rep.Version, &rep.StartedAt, &rep.HeartbeatAt, &rep.Cursor,
-			&rep.CursorSeq, &cursorAt, &counts, &rep.Stopped, &rep.LastError, &rep.Clash, &clashAt,
+			&rep.CursorSeq, &cursorAt, &counts, &rep.Stopped, &rep.LastError, &rep.Clash, &clashAt, &node,
 			&rep.ConvergedRevision, &convAt, &rep.HeadRevision, &unserved)
+		rep.Node = parseNode(node)
 		rep.ConvergedAt, rep.UnservedSince = timeOf(convAt), timeOf(unserved)
 		if cursorAt != nil {
 			rep.CursorAt = *cursorAt
@@ -960,4 +961,32 @@ func (p *PG) CheckPlatform(ctx context.Context) error {
 	return fmt.Errorf("database %q of %s holds %d tables (%s%s) but no sys_metadata: %w; "+
 		"point store.url at the nodes' database (their OS_DATABASE_URL), or run `reconciler migrate --create-platform-tables` to create the platform's tables here",
 		db, p.url, n, strings.Join(others, ", "), more, ErrNotPlatform)
+}
+
+// Columns implements Catalog: the table as the nodes' unqualified name
+// finds it (the search path's first schema that has it).
+func (p *PG) Columns(ctx context.Context, table string) ([]string, bool, error) {
+	var (
+		exists bool
+		cols   []string
+	)
+	err := p.pool.QueryRow(ctx, `SELECT c.oid IS NOT NULL, ARRAY(SELECT a.attname::text FROM pg_attribute a
+  WHERE a.attrelid = c.oid AND a.attnum > 0 AND NOT a.attisdropped ORDER BY a.attnum)
+FROM (SELECT to_regclass(quote_ident($1)) AS oid) c`, table).Scan(&exists, &cols)
+	if err != nil {
+		return nil, false, p.interpretError("read the columns of "+table, err)
+	}
+	return cols, exists, nil
+}
+
+// MetadataNamed implements Catalog (on the primary: it checks what a
+// write just did).
+func (p *PG) MetadataNamed(ctx context.Context, typ, name string) ([]MetadataRow, error) {
+	var rows Rows
+	b := &pgx.Batch{}
+	queueMetadata(b, &rows, 1, nil, p.selMetadata+" WHERE m.type = $1 AND m.name = $2 ORDER BY m.id", typ, name)
+	if err := p.pool.SendBatch(ctx, b).Close(); err != nil {
+		return nil, p.interpretError("read "+typ+"/"+name, err)
+	}
+	return rows.Metadata, nil
 }

@@ -69,7 +69,7 @@ func newSQLite(rawURL string, opts OpenOptions) (*SQLite, error) {
 	db.SetMaxOpenConns(8)
 	db.SetMaxIdleConns(4)
 	return &SQLite{db: db, path: p, url: rawURL, log: logger(opts),
-		selMetadata: selectBody(sqSelectMetadata, "length(CAST(m.metadata AS BLOB))", opts.MaxBodyBytes)}, nil
+		selMetadata: selectBody(sqSelectMetadata, "length(CAST(m.metadata AS BLOB))", opts.MaxBodyBytes, opts.MaxTotalBytes)}, nil
 }
 
 // Kind implements Store.
@@ -562,20 +562,20 @@ func (s *SQLite) Heartbeat(ctx context.Context, r Replica) (string, error) {
 	var clash string
 	var clashNow bool
 	err := s.db.QueryRowContext(ctx, `INSERT INTO sys_reconciler_replica AS o
-  (replica_id, host, pid, version, started_at, heartbeat_at, cursor, cursor_seq, cursor_at, counts, stopped, last_error,
+  (replica_id, host, pid, version, started_at, heartbeat_at, cursor, cursor_seq, cursor_at, counts, stopped, last_error, node,
    converged_revision, converged_at, head_revision)
-VALUES (?1, ?2, ?3, ?4, coalesce(?5, `+sqliteNow+`), coalesce(?6, `+sqliteNow+`), ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15)
+VALUES (?1, ?2, ?3, ?4, coalesce(?5, `+sqliteNow+`), coalesce(?6, `+sqliteNow+`), ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16)
 ON CONFLICT (replica_id) DO UPDATE SET host = excluded.host, pid = excluded.pid, version = excluded.version,
   started_at = excluded.started_at, heartbeat_at = excluded.heartbeat_at, cursor = excluded.cursor,
   cursor_seq = excluded.cursor_seq, cursor_at = excluded.cursor_at, counts = excluded.counts,
-  stopped = excluded.stopped, last_error = excluded.last_error, converged_revision = excluded.converged_revision,
-  converged_at = excluded.converged_at, head_revision = excluded.head_revision,
+  stopped = excluded.stopped, last_error = excluded.last_error, node = excluded.node,
+  converged_revision = excluded.converged_revision, converged_at = excluded.converged_at, head_revision = excluded.head_revision,
   clash = CASE WHEN `+sqliteClash+` THEN o.host || ' pid ' || o.pid ELSE o.clash END,
   clash_at = CASE WHEN `+sqliteClash+` THEN `+sqliteNow+` ELSE o.clash_at END
 RETURNING clash, coalesce(clash_at = `+sqliteNow+`, 0)`,
 		r.ReplicaID, r.Host, r.PID, r.Version, sqliteTimeArg(r.StartedAt), sqliteTimeArg(r.HeartbeatAt), r.Cursor, r.CursorSeq,
-		sqliteTimeArg(r.CursorAt), countsJSON(r.Counts), r.Stopped, r.LastError, r.ConvergedRevision, sqliteTimeArg(r.ConvergedAt),
-		r.HeadRevision).Scan(&clash, &clashNow)
+		sqliteTimeArg(r.CursorAt), countsJSON(r.Counts), r.Stopped, r.LastError, nodeJSON(r.Node), r.ConvergedRevision,
+		sqliteTimeArg(r.ConvergedAt), r.HeadRevision).Scan(&clash, &clashNow)
 	if err != nil {
 		return "", s.interpretError("heartbeat", err)
 	}
@@ -593,18 +593,19 @@ const sqliteClash = `((o.host <> excluded.host OR o.pid <> excluded.pid OR o.sta
 // Replicas implements Source.
 func (s *SQLite) Replicas(ctx context.Context) ([]Replica, error) {
 	out, err := sqliteSelect(ctx, s.db, `SELECT replica_id, host, pid, version, started_at, heartbeat_at, cursor, cursor_seq,
-  cursor_at, counts, stopped, last_error, clash, clash_at, converged_revision, converged_at, head_revision,
+  cursor_at, counts, stopped, last_error, clash, clash_at, node, converged_revision, converged_at, head_revision,
   (SELECT r.updated_at FROM sys_reconciler_revision r WHERE r.revision > o.converged_revision ORDER BY r.revision LIMIT 1)
 FROM sys_reconciler_replica o ORDER BY replica_id`, nil, func(r *sql.Rows) (Replica, error) {
 		var rep Replica
-		var started, hb, counts string
+		var started, hb, counts, node string
 		var cursorAt, clashAt, convAt, unserved sql.NullString
 		err := r.Scan(&rep.ReplicaID, &rep.Host, &rep.PID, &rep.Version, &started, &hb, &rep.Cursor, &rep.CursorSeq,
-			&cursorAt, &counts, &rep.Stopped, &rep.LastError, &rep.Clash, &clashAt, &rep.ConvergedRevision, &convAt, &rep.HeadRevision,
-			&unserved)
+			&cursorAt, &counts, &rep.Stopped, &rep.LastError, &rep.Clash, &clashAt, &node, &rep.ConvergedRevision, &convAt,
+			&rep.HeadRevision, &unserved)
 		if err != nil {
 			return rep, err
 		}
+		rep.Node = parseNode(node)
 		rep.StartedAt, rep.HeartbeatAt = parseSQLiteTime(started), parseSQLiteTime(hb)
 		if cursorAt.Valid {
 			rep.CursorAt = parseSQLiteTime(cursorAt.String)
@@ -713,4 +714,26 @@ FROM (SELECT 1) one LEFT JOIN sys_reconciler_lease l ON l.name = ?1`, name).Scan
 	}
 	return Lease{Name: name, Holder: holder.String, Token: token.Int64, AcquiredAt: parseSQLiteTime(acq.String),
 		ExpiresAt: parseSQLiteTime(exp.String)}, true, parseSQLiteTime(now), nil
+}
+
+// Columns implements Catalog.
+func (s *SQLite) Columns(ctx context.Context, table string) ([]string, bool, error) {
+	cols, err := sqliteSelect(ctx, s.db, `SELECT name FROM pragma_table_info(?1) ORDER BY cid`, []any{table},
+		func(r *sql.Rows) (string, error) {
+			var c string
+			return c, r.Scan(&c)
+		})
+	if err != nil {
+		return nil, false, s.interpretError("read the columns of "+table, err)
+	}
+	return cols, len(cols) > 0, nil
+}
+
+// MetadataNamed implements Catalog.
+func (s *SQLite) MetadataNamed(ctx context.Context, typ, name string) ([]MetadataRow, error) {
+	rows, err := sqliteSelect(ctx, s.db, s.selMetadata+" WHERE m.type = ?1 AND m.name = ?2 ORDER BY m.id", []any{typ, name}, scanSQLiteMetadata)
+	if err != nil {
+		return nil, s.interpretError("read "+typ+"/"+name, err)
+	}
+	return rows, nil
 }

@@ -9,6 +9,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/objectstack-fleet/reconciler/reconcile"
+	"github.com/objectstack-fleet/reconciler/registry"
 )
 
 func driftCmd() *command {
@@ -17,8 +18,11 @@ func driftCmd() *command {
 		name:  "drift",
 		usage: "[--addr HOST:PORT] [--json]",
 		summary: `Print the running daemon's current drift report: what differs between the
-desired rows and its registries. Exits 0 whether or not there is drift; use
---json and .summary to script on it.`,
+desired rows and its registries, and the entries its replica does not
+serve as the rows say (nudged, stale, unservable: with the replica's error
+and the remedy). Exits 3 when there is anything (the entries not ready, the
+replica drift, open transactions holding changes back), 0 when clean, 1
+when it could not ask the daemon.`,
 		flags: func(fs *pflag.FlagSet) {
 			clientFlags(fs)
 			jsonFlag(fs)
@@ -41,10 +45,15 @@ func runDrift(ctx context.Context, c *cli, fs *pflag.FlagSet) error {
 		return err
 	}
 	if asJSON, _ := fs.GetBool("json"); asJSON {
-		_, err := c.stdout.Write(raw)
-		return err
+		if _, err := c.stdout.Write(raw); err != nil {
+			return err
+		}
+	} else {
+		printDrift(c, rep)
 	}
-	printDrift(c, rep)
+	if !rep.Clean() {
+		return errFound
+	}
 	return nil
 }
 
@@ -82,4 +91,26 @@ func printDrift(c *cli, rep reconcile.DriftReport) {
 	for _, b := range rep.Stall.Blockers {
 		fmt.Fprintf(c.stdout, "blocked by pid %d: transaction open %s (%s)\n", b.PID, b.XactAge.Round(time.Second), clean(b.State))
 	}
+	printReplicaDrift(c, rep.ReplicaSync, now)
+}
+
+// printReplicaDrift lists what the replica does not serve as the rows
+// say, and the replica's failures.
+func printReplicaDrift(c *cli, r *registry.ReplicaReport, now time.Time) {
+	if r == nil {
+		return
+	}
+	for _, e := range r.Errors {
+		fmt.Fprintf(c.stdout, "replica failing: %s\n", clean(e))
+	}
+	if len(r.Lagging) == 0 {
+		return
+	}
+	fmt.Fprintf(c.stdout, "\nreplica does not serve (%d):\n", len(r.Lagging))
+	w := tabwriter.NewWriter(c.stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(w, "  KIND\tKEY\tREPLICA\tSINCE\tERROR\tREMEDY")
+	for _, it := range r.Lagging {
+		fmt.Fprintf(w, "  %s\t%s\t%s\t%s\t%s\t%s\n", clean(string(it.Kind)), clean(it.Key), clean(string(it.State)), age(now, it.Since), dash(it.Error), dash(it.Remedy))
+	}
+	_ = w.Flush()
 }

@@ -116,6 +116,13 @@ func TestExplainCorpusProcess(t *testing.T) {
 		if len(acc.History) == 0 || acc.History[0].State != "pending" || acc.History[len(acc.History)-1].State != acc.State {
 			t.Errorf("account's history: %+v (state %s)", acc.History, acc.State)
 		}
+		// The status page links the hook to its explanation, a page.
+		if code, page := d.request("GET", "/"); code != 200 || !strings.Contains(string(page), `<a href="/item?kind=engine&key=hook%2fAccountHealthScoreTrigger">`) {
+			t.Errorf("status page (%d) does not link the hook to its explanation", code)
+		}
+		if code, page := d.request("GET", "/item?kind=engine&key=hook%2fAccountHealthScoreTrigger"); code != 200 || !strings.Contains(string(page), "references missing object Account") {
+			t.Errorf("the hook's page: %d\n%s", code, page)
+		}
 		if code, body := d.request("GET", "/v1/item?kind=engine&key=object/nope"); code != 404 {
 			t.Errorf("unknown key: %d %s", code, body)
 		}
@@ -250,4 +257,54 @@ func grepLines(text, substr string) string {
 		}
 	}
 	return strings.Join(out, "\n")
+}
+
+// With revalidate.interval 2s, a ready connector whose upstream starts
+// refusing its token turns held with no row change (and says so in its
+// history); a retry once the upstream accepts again heals it.
+func TestRevalidateProcess(t *testing.T) {
+	t.Parallel()
+	eachStore(t, func(t *testing.T, url string) {
+		var refuse atomic.Bool
+		var probes atomic.Int64
+		up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			probes.Add(1)
+			if refuse.Load() {
+				http.Error(w, "token revoked", http.StatusForbidden)
+				return
+			}
+			_, _ = w.Write([]byte(`{"ok":true}`))
+		}))
+		t.Cleanup(up.Close)
+		snapshottest.Exec(t, url, `INSERT INTO sys_connector_credential (ref, value) VALUES ('crm-token', 'tok')`)
+		snapshottest.Exec(t, url, `INSERT INTO sys_metadata (id, type, name, metadata) VALUES ('c1', 'connector', 'crm', $1)`,
+			connectorBody(up.URL, "crm-token"))
+		dir := t.TempDir()
+		d := startDaemon(t, daemonOpts{dir: dir, args: []string{"--store.url", url, "--poll.interval", "200ms",
+			"--hint.listen=false", "--drift.dir", "./drift", "--revalidate.interval", "2s"}})
+		eventually(t, 60*time.Second, "crm ready", func() bool {
+			it, ok := d.item("connector", "crm")
+			return ok && it.State == "ready"
+		})
+		ready, _ := d.item("connector", "crm")
+		eventually(t, 10*time.Second, "a revalidation probe", func() bool { return probes.Load() >= 2 })
+		refuse.Store(true) // revoked upstream: no row changes
+		took := eventually(t, 10*time.Second, "crm held by revalidation", func() bool {
+			it, ok := d.item("connector", "crm")
+			return ok && it.State == "held"
+		})
+		it, _ := d.item("connector", "crm")
+		if it.Reason != "revalidation: refused upstream: 403" || it.Revision != ready.Revision {
+			t.Errorf("held: %+v (revision before %d)", it, ready.Revision)
+		}
+		t.Logf("held %s after the upstream started refusing (revalidate.interval 2s)", took.Round(time.Millisecond))
+		_, metrics := d.request("GET", "/metrics")
+		if !strings.Contains(string(metrics), `reconciler_revalidations_total{kind="connector",result="held"} 1`) {
+			t.Errorf("revalidation not counted:\n%s", grepLines(string(metrics), "reconciler_revalidations_total"))
+		}
+		refuse.Store(false)
+		if r := reconciler(t, dir, nil, "retry", "--held", "--addr", d.addr); r.code != 0 || !strings.Contains(r.stdout, "ready") {
+			t.Errorf("retry --held: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+		}
+	})
 }

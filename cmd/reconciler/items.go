@@ -134,7 +134,7 @@ func runItems(ctx context.Context, c *cli, fs *pflag.FlagSet) error {
 	}
 	for _, e := range entries {
 		if withReplica {
-			fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", clean(string(e.Kind)), clean(e.Key), clean(string(e.State)), e.revisions(), age(now, e.Since), e.replica(), dash(e.Reason))
+			fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", clean(string(e.Kind)), clean(e.Key), clean(string(e.State)), e.revisions(), age(now, e.Since), e.replica(), e.reason())
 			continue
 		}
 		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\n", clean(string(e.Kind)), clean(e.Key), clean(string(e.State)), e.revisions(), age(now, e.Since), dash(e.Reason))
@@ -198,6 +198,24 @@ func printRootCauses(ctx context.Context, c *cli, cl *client, asJSON bool) error
 type itemRow struct {
 	registry.Entry
 	Replica *registry.ReplicaStatus `json:"replica"`
+}
+
+// reason prints the entry's reason and, for an entry the replica does not
+// serve (nudged, unservable, not driven), the replica's error: the
+// failure an operator has to see without --json.
+func (e itemRow) reason() string {
+	r := e.Replica
+	if r == nil || r.Error == "" {
+		return dash(e.Reason)
+	}
+	switch r.State {
+	case registry.ReplicaNudged, registry.ReplicaUnservable, registry.ReplicaWouldPublish:
+		if e.Reason != "" {
+			return clean(e.Reason + "; replica: " + r.Error)
+		}
+		return clean("replica: " + r.Error)
+	}
+	return dash(e.Reason)
 }
 
 // replica prints the replica state, briefly: "in-sync", "nudged×3",

@@ -28,7 +28,13 @@ const (
 	exitOK      = 0
 	exitFailure = 1
 	exitUsage   = 2
+	// exitFound: the command ran and found something to look at (drift).
+	exitFound = 3
 )
+
+// errFound is returned by a command that ran and found something to look
+// at, having printed it: exit code 3, no message.
+var errFound = errors.New("found something to look at")
 
 // command is one subcommand; each lives in a file of its own.
 type command struct {
@@ -50,7 +56,7 @@ type cli struct {
 }
 
 func commands() []*command {
-	return []*command{runCmd(), migrateCmd(), statusCmd(), itemsCmd(), explainCmd(), retryCmd(), driftCmd(), fleetCmd(), guardCmd(), triggerCmd(), checksumCmd(), versionCmd()}
+	return []*command{runCmd(), migrateCmd(), statusCmd(), itemsCmd(), explainCmd(), retryCmd(), driftCmd(), fleetCmd(), guardCmd(), validateCmd(), triggerCmd(), checksumCmd(), requestRestartCmd(), versionCmd()}
 }
 
 // usageError is a mistake in the command line: exit code 2.
@@ -111,6 +117,8 @@ func runMain(ctx context.Context, sigs *signals, args []string, stdout, stderr i
 	switch {
 	case err == nil:
 		return exitOK
+	case errors.Is(err, errFound):
+		return exitFound
 	case errors.As(err, &ue):
 		fmt.Fprintf(stderr, "reconciler %s: %v\nRun 'reconciler %s --help' for usage.\n", c.name, err, c.name)
 		return exitUsage
@@ -160,7 +168,7 @@ Commands:
 	}
 	fmt.Fprint(w, `
 Run 'reconciler <command> --help' for a command's flags.
-Exit codes: 0 ok, 1 failure, 2 usage.
+Exit codes: 0 ok, 1 failure, 2 usage, 3 something to look at (drift found).
 `)
 }
 

@@ -1,10 +1,14 @@
 package statusapi
 
 import (
+	"context"
 	"encoding/json"
+	"net/url"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/objectstack-fleet/reconciler/reconcile"
 	"github.com/objectstack-fleet/reconciler/registry"
 )
 
@@ -65,5 +69,59 @@ func TestItemsFiltersAndPages(t *testing.T) {
 	}
 	if w := do(t, h, "GET", "/v1/item?kind=engine&key=object/account", ""); w.Code != 404 {
 		t.Errorf("/v1/item without Control: %d", w.Code)
+	}
+}
+
+// fakeControl explains the entries of a fake backend, with a hostile
+// reference.
+type fakeControl struct{ b *fakeBackend }
+
+func (c fakeControl) Explain(_ context.Context, k registry.Kind, key string) (reconcile.Explanation, bool) {
+	e, ok := c.b.regs.Of(k).Get(key)
+	if !ok {
+		return reconcile.Explanation{}, false
+	}
+	return reconcile.Explanation{Entry: e, Remedy: "create object " + hostile,
+		References: []reconcile.Reference{{Kind: registry.KindEngine, Type: "object", Name: hostile, Resolved: reconcile.ResolvedMissing}},
+		Dependents: []reconcile.Dependent{{Kind: registry.KindEngine, Key: "view/" + hostile}},
+		History:    []registry.Transition{{At: time.Now(), State: registry.StatePending, Reason: "not tried yet"}}}, true
+}
+func (c fakeControl) ExplainKey(ctx context.Context, key string) []reconcile.Explanation {
+	var out []reconcile.Explanation
+	for _, k := range registry.Kinds {
+		if x, ok := c.Explain(ctx, k, key); ok {
+			out = append(out, x)
+		}
+	}
+	return out
+}
+func (c fakeControl) RootCauses() []reconcile.RootCause                 { return []reconcile.RootCause{} }
+func (c fakeControl) Retry(context.Context, []registry.Ref, bool) error { return nil }
+
+// The status page links each not-ready entry to its explanation, a page
+// that escapes every string from a row.
+func TestItemPage(t *testing.T) {
+	h0 := pageHandler(t, "", nil)
+	b := h0.o.Backend.(*fakeBackend)
+	o := h0.o
+	o.Control = fakeControl{b}
+	h := NewHandler(o)
+	page := getPage(h).Body.String()
+	if !strings.Contains(page, `<a href="/item?kind=engine&key=flow%2f%3cb%3ef%3c%2fb%3e">`) || !strings.Contains(page, `<a href="/item?kind=connector&key=crm">`) {
+		t.Fatalf("no links to the explanations:\n%s", page)
+	}
+	w := do(t, h, "GET", "/item?kind=engine&key="+url.QueryEscape("flow/<b>f</b>"), "")
+	body := w.Body.String()
+	if w.Code != 200 || strings.Contains(body, "<script") || strings.Contains(body, "<b>f") || !strings.Contains(body, "missing") ||
+		w.Header().Get("Content-Security-Policy") == "" || !strings.Contains(body, "not tried yet") {
+		t.Fatalf("item page: %d\n%s", w.Code, body)
+	}
+	for target, code := range map[string]int{"/item?kind=engine&key=nope": 404, "/item?key=crm": 400, "/item?kind=x&key=crm": 400} {
+		if w := do(t, h, "GET", target, ""); w.Code != code {
+			t.Errorf("%s: %d, want %d", target, w.Code, code)
+		}
+	}
+	if w := do(t, NewHandler(Options{Backend: b, Token: "tok", Control: fakeControl{b}}), "GET", "/item?kind=connector&key=crm", ""); w.Code != 401 {
+		t.Errorf("item page without the token: %d", w.Code)
 	}
 }

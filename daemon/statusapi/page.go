@@ -32,6 +32,44 @@ var pageTemplate = template.Must(template.New("page").Funcs(template.FuncMap{
 	"stateCSS": func(s string) string { return "st-" + strings.Map(cssSafe, s) },
 }).Parse(pageSource))
 
+//go:embed item.html.tmpl
+var itemPageSource string
+
+// itemPageTemplate renders one entry explained (GET /item), linked from
+// the page's not-ready items.
+var itemPageTemplate = template.Must(template.New("item").Funcs(template.FuncMap{
+	"age":      pageAge,
+	"stateCSS": func(s string) string { return "st-" + strings.Map(cssSafe, s) },
+}).Parse(itemPageSource))
+
+// itemPageData is what the item page shows.
+type itemPageData struct {
+	ItemBody
+	Now time.Time
+}
+
+// itemPage serves GET /item?kind=&key=: the entry explained, for people.
+func (h *Handler) itemPage(w http.ResponseWriter, r *http.Request) {
+	if h.o.Control == nil {
+		writeError(w, http.StatusNotFound, "explaining entries is not enabled")
+		return
+	}
+	kind, key, ok := h.itemAddress(w, r)
+	if !ok {
+		return
+	}
+	if kind == "" {
+		writeError(w, http.StatusBadRequest, "want kind= and key=")
+		return
+	}
+	x, found := h.o.Control.Explain(r.Context(), kind, key)
+	if !found {
+		writeError(w, http.StatusNotFound, fmt.Sprintf("no %s entry under key %q", kind, key))
+		return
+	}
+	h.writePage(w, r, itemPageTemplate, itemPageData{ItemBody: h.itemBody(x), Now: time.Now()})
+}
+
 // pageRefresh is how often the page reloads itself.
 const pageRefresh = 5 * time.Second
 
@@ -67,7 +105,9 @@ type pageData struct {
 	Fleet        *fleet.View
 	FleetError   string
 	FleetOff     bool
-	Guard        reconcile.GuardStatus
+	// Explain: the not-ready items link to their explanation (GET /item).
+	Explain bool
+	Guard   reconcile.GuardStatus
 }
 
 // StatusBodyView is the part of the loop's status the page shows.
@@ -89,9 +129,14 @@ type StatusBodyView struct {
 
 // page serves GET /.
 func (h *Handler) page(w http.ResponseWriter, r *http.Request) {
-	data := h.pageData(r.Context())
+	h.writePage(w, r, pageTemplate, h.pageData(r.Context()))
+}
+
+// writePage renders t with data as a page: no script, no external asset,
+// no framing, no referrer.
+func (h *Handler) writePage(w http.ResponseWriter, r *http.Request, t *template.Template, data any) {
 	var buf bytes.Buffer
-	if err := pageTemplate.Execute(&buf, data); err != nil {
+	if err := t.Execute(&buf, data); err != nil {
 		h.o.Logger.ErrorContext(r.Context(), "status page failed", slog.String("error", err.Error()))
 		writeError(w, http.StatusInternalServerError, "status page failed")
 		return
@@ -133,6 +178,7 @@ func (h *Handler) pageData(ctx context.Context) pageData {
 		}
 		d.Counts = append(d.Counts, c)
 	}
+	d.Explain = h.o.Control != nil
 	entries := h.o.Backend.Registries().List("", "")
 	for _, e := range entries {
 		var rs *registry.ReplicaStatus

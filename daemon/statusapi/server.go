@@ -138,6 +138,7 @@ func NewHandler(o Options) *Handler {
 	mux.HandleFunc("GET /healthz", h.healthz)
 	mux.HandleFunc("GET /readyz", h.readyz)
 	mux.Handle("GET /{$}", h.pageAuth(http.HandlerFunc(h.page)))
+	mux.Handle("GET /item", h.pageAuth(http.HandlerFunc(h.itemPage)))
 	mux.Handle("GET /metrics", h.auth(h.metrics()))
 	mux.Handle("GET /v1/status", h.auth(http.HandlerFunc(h.status)))
 	mux.Handle("GET /v1/items", h.auth(http.HandlerFunc(h.items)))

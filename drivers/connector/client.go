@@ -12,6 +12,7 @@ import (
 	"sync/atomic"
 
 	"github.com/objectstack-fleet/reconciler/internal/redact"
+	"github.com/objectstack-fleet/reconciler/reconcile"
 	"github.com/objectstack-fleet/reconciler/snapshot"
 )
 
@@ -27,8 +28,21 @@ type Client struct {
 	secret    snapshot.Secret
 	transport *http.Transport
 	http      *http.Client
-	openapi   []byte
 	closed    atomic.Bool
+	// recheck probes upstream again as materializing did (Revalidate).
+	recheck func(ctx context.Context) error
+}
+
+var _ reconcile.Revalidator = (*Client)(nil)
+
+// Revalidate probes upstream again, as materializing did: a refusal (a
+// token revoked upstream) is a reconcile.Refused error, a transient
+// failure a reconcile.Transient one.
+func (c *Client) Revalidate(ctx context.Context) error {
+	if c.recheck == nil {
+		return nil
+	}
+	return c.recheck(ctx)
 }
 
 func newClient(name string, spec Spec, secret snapshot.Secret, base *http.Transport) *Client {
@@ -59,10 +73,6 @@ func (c *Client) Spec() Spec { return c.spec }
 
 // BaseURL returns a copy of the connector's baseUrl.
 func (c *Client) BaseURL() *url.URL { u := *c.spec.BaseURL; return &u }
-
-// OpenAPI returns the OpenAPI document fetched at materialization, as
-// fetched (JSON or YAML); nil for rest connectors.
-func (c *Client) OpenAPI() []byte { return c.openapi }
 
 // NewRequest returns a request for path relative to baseUrl ("/accounts?
 // limit=5") or for an absolute URL within baseUrl's origin; another origin

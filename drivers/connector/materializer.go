@@ -130,6 +130,7 @@ func (m *Materializer) Materialize(ctx context.Context, d reconcile.Desired) (re
 		_ = c.Close()
 		return nil, err
 	}
+	c.recheck = func(ctx context.Context) error { return m.probe(ctx, c, timeout, log) }
 	return c, nil
 }
 
@@ -160,10 +161,21 @@ func (m *Materializer) check(ctx context.Context, c *Client, timeout time.Durati
 		if err := isOpenAPI(doc); err != nil {
 			return reconcile.Invalid(err, "spec %s is not an OpenAPI document: %v", redact.URL(s.SpecURL.String()), err)
 		}
-		c.openapi = doc
+		// Checked, not kept: 30 connectors of 8 MiB specs held 444 MB.
 		if !s.HasProbe {
 			return nil
 		}
+	}
+	return m.probe(ctx, c, timeout, log)
+}
+
+// probe sends the connector's probe (an openapi connector without one
+// fetches its document again, and keeps the one it has).
+func (m *Materializer) probe(ctx context.Context, c *Client, timeout time.Duration, log *slog.Logger) error {
+	s := c.spec
+	if s.Provider == ProviderOpenAPI && !s.HasProbe {
+		_, err := m.fetch(ctx, c, timeout, http.MethodGet, s.SpecURL, "spec "+redact.URL(s.SpecURL.String()), log)
+		return err
 	}
 	u := s.BaseURL
 	what := "probe " + s.ProbeMethod + " " + redact.URL(s.ProbePath)

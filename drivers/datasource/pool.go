@@ -1,10 +1,15 @@
 package datasource
 
 import (
+	"context"
 	"database/sql"
 	"fmt"
+	"net"
+	"strconv"
 
 	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/objectstack-fleet/reconciler/reconcile"
 )
 
 // Pool is an open datasource: the datasource registry's live instance.
@@ -45,6 +50,34 @@ func (p *Pool) Close() error {
 	}
 	if p.db != nil {
 		return p.db.Close()
+	}
+	return nil
+}
+
+var _ reconcile.Revalidator = (*Pool)(nil)
+
+// Revalidate pings the database through the pool (a new connection when
+// none is idle or the idle one is dead, so that a password revoked since
+// shows): an
+// authentication failure is a reconcile.Refused error, an unreachable
+// server a reconcile.Transient one.
+func (p *Pool) Revalidate(ctx context.Context) error {
+	switch {
+	case p.pg != nil:
+		err := p.pg.Ping(ctx)
+		if err != nil && ctx.Err() == nil {
+			// An idle connection the server ended fails once and leaves
+			// the pool: the second ping connects anew, and says why.
+			err = p.pg.Ping(ctx)
+		}
+		if err != nil {
+			cc := p.pg.Config().ConnConfig
+			return classifyPG(ctx, p.name, net.JoinHostPort(cc.Host, strconv.Itoa(int(cc.Port))), err, cc.Password)
+		}
+	case p.db != nil:
+		if err := p.db.PingContext(ctx); err != nil {
+			return reconcile.Transient(err, "datasource %s: ping: %v", p.name, err)
+		}
 	}
 	return nil
 }

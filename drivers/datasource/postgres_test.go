@@ -110,7 +110,7 @@ func TestPostgres(t *testing.T) {
 			`: database "nodb" does not exist (SQLSTATE 3D000, invalid catalog name)`)
 	})
 	t.Run("wrong port is transient", func(t *testing.T) {
-		p := freePort(t)
+		p := proctest.FreePort(t)
 		inst, err := f.m.Materialize(ctx, desired(record("postgres", fields(p, "dsdb"), "", true), canary))
 		assertClass(t, inst, err, reconcile.ClassTransient, fmt.Sprintf("datasource crm: connect 127.0.0.1:%d: …", p))
 	})
@@ -154,6 +154,30 @@ func TestPostgres(t *testing.T) {
 		assertClass(t, inst, err, reconcile.ClassRefused, "datasource crm: refused by server …")
 		if n := f.sessions(t); n != 0 {
 			t.Fatalf("%d sessions after a refused login", n)
+		}
+	})
+	t.Run("revalidation sees a password revoked", func(t *testing.T) {
+		inst, err := f.m.Materialize(ctx, desired(record("postgres", fields(port, "dsdb"), "", true), canary))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer inst.Close()
+		rv := inst.(reconcile.Revalidator)
+		if err := rv.Revalidate(ctx); err != nil {
+			t.Fatalf("Revalidate of a working pool: %v", err)
+		}
+		admin := f.cluster.URL("postgres")
+		for _, stmt := range []string{"ALTER ROLE ds_user PASSWORD 'revoked'",
+			"SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE usename = 'ds_user'"} {
+			if err := testdb.Exec(ctx, admin, stmt); err != nil {
+				t.Fatal(err)
+			}
+		}
+		defer func() { _ = testdb.Exec(ctx, admin, "ALTER ROLE ds_user PASSWORD '"+canary+"'") }()
+		proctest.Eventually(t, 10*time.Second, 20*time.Millisecond, "the terminated sessions gone", func() bool { return f.sessions(t) == 0 })
+		err = rv.Revalidate(ctx)
+		if c, r := reconcile.Classify(err); c != reconcile.ClassRefused || !strings.Contains(r, "password authentication failed") || strings.Contains(r, canary) {
+			t.Fatalf("Revalidate after the password changed: %v %q", c, r)
 		}
 	})
 	t.Run("stopped server is transient", func(t *testing.T) {

@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/url"
+	"strings"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -93,3 +95,18 @@ func (b *RedisBus) Subscribe(ctx context.Context, channels []string, ready func(
 
 // Close closes the connections.
 func (b *RedisBus) Close() error { return b.client.Close() }
+
+// RouteRedisLogs sends the Redis client's own log lines (connection pool
+// retries and the like, otherwise printed raw on stderr) to log at debug
+// level, as structured lines: the Driver reports each bus failure itself,
+// once. The client's logger is process-wide (go-redis has no other), so
+// the last call wins.
+func RouteRedisLogs(log *slog.Logger) {
+	redis.SetLogger(redisLogger{log})
+}
+
+type redisLogger struct{ log *slog.Logger }
+
+func (l redisLogger) Printf(ctx context.Context, format string, v ...any) {
+	l.log.DebugContext(ctx, "bus client", slog.String("message", strings.TrimSpace(fmt.Sprintf(format, v...))))
+}

@@ -28,7 +28,16 @@ const (
 	DefaultMaxBackoff     = 30 * time.Second
 	DefaultHealthInterval = 2 * time.Second
 	DefaultConcurrency    = 4
+	// DefaultMaxProbesPerSecond bounds the probes of one sidecar
+	// (replica.max_probes_per_second).
+	DefaultMaxProbesPerSecond = 20
 )
+
+// KnownMajor is the ObjectStack major version whose lanes (channels and
+// payloads) this reconciler speaks; the platform retires lane payloads per
+// major. A replica whose health endpoint reports another major is not
+// driven: nothing is published for it, and its entries say why.
+const KnownMajor = 17
 
 // Options configure a Driver.
 type Options struct {
@@ -65,6 +74,18 @@ type Options struct {
 	HealthInterval time.Duration
 	// Concurrency is how many entries are checked at once.
 	Concurrency int
+	// MaxProbesPerSecond bounds every read-only request to the replica
+	// (probes and health reads), for the whole Driver (default 20).
+	MaxProbesPerSecond int
+	// Catalog, if set, tells a registered object from a servable one: its
+	// table and its fields' columns must exist in the nodes' database (the
+	// store's). Without it, only a missing table is seen (the data API's
+	// 500).
+	Catalog Catalog
+	// Repair, if set (replica.repair: schema), has the platform sync the
+	// storage of an unservable object through its own save route, one
+	// sidecar of the fleet at a time (a lease in the store), once per body.
+	Repair RepairStore
 	// Shadow (replica.mode: shadow): probe and report, publish nothing;
 	// an entry the Driver would publish for is in state would-publish.
 	Shadow bool
@@ -89,6 +110,14 @@ const (
 	classTranslation              // the locale's served translations
 )
 
+// Conditions of the replica and its bus, each logged once when it starts
+// and once when it ends, and shown in status (Report.LastError).
+const (
+	condBus        = "bus"        // a PUBLISH failed
+	condCredential = "credential" // the replica refused the token
+	condVersion    = "version"    // the replica runs a major this reconciler does not drive
+)
+
 // entry is one registry entry's replica state.
 type entry struct {
 	kind    registry.Kind
@@ -102,10 +131,13 @@ type entry struct {
 	published bool      // this generation's lanes were published (or covered) once
 	tellFirst bool      // publish (unless covered) before the first probe
 	attempts  int       // messages published in this generation
-	failures  int       // consecutive failed probes or publishes (backoff)
+	failures  int       // consecutive failed probes or publishes, or checks finding it unservable (backoff)
 	due       time.Time // next step; zero: nothing to do
 	running   bool      // a step is in flight
 	status    registry.ReplicaStatus
+	// The last message published and the last probe (explain shows them).
+	lastMessage, lastProbe time.Time
+	probe                  string
 
 	rev       int64     // the revision of the change (converge.go)
 	revAt     time.Time // its watermark time, store's clock (zero: unknown)
@@ -124,13 +156,20 @@ type Driver struct {
 	bo     backoff.Policy
 	prefix string
 
-	mu       sync.Mutex
-	entries  map[registry.Ref]*entry
-	seen     map[string]time.Time // channel+address → when a message naming it was last seen
-	down     bool                 // the last health read failed
-	restarts int                  // replica restarts noticed
-	peerSeen time.Time            // when a message of another origin was last seen (zero: never)
-	wake     chan struct{}
+	mu          sync.Mutex
+	entries     map[registry.Ref]*entry
+	seen        map[string]time.Time // channel+address → when a message naming it was last seen
+	down        bool                 // the last health read failed
+	downErr     string               // why, while it lasts
+	versionSeen bool                 // the replica's version was read once
+	restarts    int                  // replica restarts noticed
+	applied     int                  // entries a lane brought from nudged to in-sync since the replica (re)started
+	peerSeen    time.Time            // when a message of another origin was last seen (zero: never)
+	wake        chan struct{}
+	conds       map[string]string // condition → its error, while it lasts
+	lastErr     string            // the last condition's error, kept after it ended
+	lastAt      time.Time         // when lastErr was seen
+	repaired    map[string]string // object key → the body checksum last repaired (once per body)
 
 	// converge.go: the store's clock at the last read (storeAt) and this
 	// host's then (localAt); the highest revision told; deletions that
@@ -175,18 +214,24 @@ func New(opts Options) (*Driver, error) {
 	if opts.Concurrency <= 0 {
 		opts.Concurrency = DefaultConcurrency
 	}
+	if opts.MaxProbesPerSecond <= 0 {
+		opts.MaxProbesPerSecond = DefaultMaxProbesPerSecond
+	}
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
 	return &Driver{
-		opts:    opts,
-		log:     opts.Logger,
-		probe:   prober{base: strings.TrimRight(opts.URL, "/"), token: opts.Token, client: opts.Client},
-		bo:      backoff.Policy{Base: opts.MinBackoff, Max: opts.MaxBackoff, Jitter: 0.2},
-		prefix:  opts.Prefix,
-		entries: map[registry.Ref]*entry{},
-		seen:    map[string]time.Time{},
-		wake:    make(chan struct{}, 1),
+		opts: opts,
+		log:  opts.Logger,
+		probe: prober{base: strings.TrimRight(opts.URL, "/"), token: opts.Token, client: opts.Client,
+			limit: newLimiter(opts.MaxProbesPerSecond), catalog: opts.Catalog},
+		bo:       backoff.Policy{Base: opts.MinBackoff, Max: opts.MaxBackoff, Jitter: 0.2},
+		prefix:   opts.Prefix,
+		entries:  map[registry.Ref]*entry{},
+		seen:     map[string]time.Time{},
+		wake:     make(chan struct{}, 1),
+		conds:    map[string]string{},
+		repaired: map[string]string{},
 	}, nil
 }
 
@@ -305,7 +350,9 @@ func (d *Driver) Status(kind registry.Kind, key string) (registry.ReplicaStatus,
 	if !ok {
 		return registry.ReplicaStatus{}, false
 	}
-	return e.status, true
+	st := e.status
+	st.LastMessage, st.LastProbe, st.Probe = e.lastMessage, e.lastProbe, e.probe
+	return st, true
 }
 
 // Counts returns how many entries are in each replica state.
@@ -446,6 +493,12 @@ func (d *Driver) step(ctx context.Context, e *entry) {
 		}
 	}()
 	e.running = false
+	if !out.messageAt.IsZero() {
+		e.lastMessage = out.messageAt
+	}
+	if !out.probeAt.IsZero() {
+		e.lastProbe, e.probe = out.probeAt, out.probe
+	}
 	if e.gen != p.gen || ctx.Err() != nil {
 		return // changed meanwhile: the new generation is already scheduled
 	}
@@ -458,6 +511,9 @@ func (d *Driver) step(ctx context.Context, e *entry) {
 			out.status.Since = e.status.Since
 		} else {
 			out.status.Since = time.Now()
+		}
+		if e.status.State == registry.ReplicaNudged && out.status.State == registry.ReplicaInSync {
+			d.applied++
 		}
 		e.status = out.status
 	}
@@ -478,6 +534,10 @@ type outcome struct {
 	attempts  int
 	failures  int
 	due       time.Time // zero: done until the next change or restart
+	// messageAt is when this step published (zero: it did not); probeAt
+	// when it probed and probe what the replica answered.
+	messageAt, probeAt time.Time
+	probe              string
 }
 
 func (d *Driver) decide(ctx context.Context, p plan) outcome {
@@ -498,13 +558,17 @@ func (d *Driver) decide(ctx context.Context, p plan) outcome {
 			return d.publishOnce(ctx, p, out, now, registry.ReplicaPending)
 		}
 		v, detail, err = d.check(ctx, p)
+		out.noteProbe(v, err)
 	default:
 		if p.tellFirst && !p.published && !d.opts.Shadow {
 			return d.publishOnce(ctx, p, out, now, registry.ReplicaPending)
 		}
 		v, detail, err = d.check(ctx, p)
+		out.noteProbe(v, err)
 	}
 	if err != nil {
+		// The failure count is kept until the entry settles, so the waits
+		// double while the replica, its credential or the bus is failing.
 		out.failures++
 		out.due = now.Add(d.bo.Delay(out.failures))
 		out.status = registry.ReplicaStatus{State: registry.ReplicaNudged, Attempts: out.attempts, Error: err.Error()}
@@ -513,16 +577,19 @@ func (d *Driver) decide(ctx context.Context, p plan) outcome {
 		}
 		return out
 	}
-	out.failures = 0
 	switch v {
 	case inSync:
+		out.failures = 0
 		out.status = registry.ReplicaStatus{State: registry.ReplicaInSync, Attempts: out.attempts}
 		out.due = time.Time{}
 		return out
 	case stale:
+		out.failures = 0
 		out.status = registry.ReplicaStatus{State: registry.ReplicaStale, Attempts: out.attempts, Error: detail, Remedy: RestartRemedy}
 		out.due = time.Time{}
 		return out
+	case unservable:
+		return d.unservable(ctx, p, out, now, detail)
 	case unobservable:
 		if p.published {
 			out.status = registry.ReplicaStatus{State: registry.ReplicaUnverifiable, Attempts: out.attempts}
@@ -540,24 +607,34 @@ func (d *Driver) decide(ctx context.Context, p plan) outcome {
 		out.due = last.Add(d.opts.Settle)
 		return out
 	}
-	if err := d.publish(ctx, p); err != nil {
-		out.failures++
-		out.status = registry.ReplicaStatus{State: registry.ReplicaNudged, Attempts: out.attempts, Error: err.Error()}
-		out.due = now.Add(d.bo.Delay(out.failures))
-		return out
-	}
-	out.published = true
-	out.attempts++
-	out.status = registry.ReplicaStatus{State: registry.ReplicaNudged, Attempts: out.attempts, Error: detail}
-	out.due = now.Add(max(d.opts.Settle, d.bo.Delay(out.attempts)-d.bo.Base))
-	if out.attempts > 1 {
+	again := out.attempts > 0 || out.failures > 0
+	if again {
 		if m := d.opts.Metrics; m != nil {
 			m.nudges.Inc()
 		}
+	}
+	if err := d.publish(ctx, p); err != nil {
+		return d.notPublished(out, now, err)
+	}
+	out.messageAt = time.Now()
+	out.published = true
+	out.attempts++
+	out.failures = 0
+	out.status = registry.ReplicaStatus{State: registry.ReplicaNudged, Attempts: out.attempts, Error: detail}
+	out.due = now.Add(max(d.opts.Settle, d.bo.Delay(out.attempts)-d.bo.Base))
+	if out.attempts > 1 {
 		d.log.InfoContext(ctx, "replica nudged again", slog.String("kind", string(p.ref.Kind)), slog.String("key", p.ref.Key),
 			slog.Int("attempts", out.attempts), slog.String("reason", detail))
 	}
 	return out
+}
+
+// noteProbe records a probe's answer in the outcome.
+func (out *outcome) noteProbe(v verdict, err error) {
+	out.probeAt, out.probe = time.Now(), v.String()
+	if err != nil {
+		out.probe = "failed: " + err.Error()
+	}
 }
 
 // publishOnce publishes the entry's lanes once for this generation, unless
@@ -569,17 +646,54 @@ func (d *Driver) publishOnce(ctx context.Context, p plan, out outcome, now time.
 	}
 	if last, ok := d.lastSeen(p); !ok || last.Before(p.coverFrom) {
 		if err := d.publish(ctx, p); err != nil {
-			out.failures++
-			out.status = registry.ReplicaStatus{State: registry.ReplicaNudged, Attempts: out.attempts, Error: err.Error()}
-			out.due = now.Add(d.bo.Delay(out.failures))
-			return out
+			return d.notPublished(out, now, err)
 		}
+		out.messageAt = time.Now()
 		out.attempts++
 	}
 	out.published = true
 	out.failures = 0
 	out.status = registry.ReplicaStatus{State: st, Attempts: out.attempts}
 	if st == registry.ReplicaPending {
+		out.due = now.Add(d.opts.Settle)
+	}
+	return out
+}
+
+// notPublished is the outcome of a publish that failed (the bus) or was
+// held (a replica this reconciler does not drive): tried again with
+// backoff, the reason in the entry's error.
+func (d *Driver) notPublished(out outcome, now time.Time, err error) outcome {
+	out.failures++
+	out.due = now.Add(d.bo.Delay(out.failures))
+	var held *heldError
+	if errors.As(err, &held) {
+		out.status = registry.ReplicaStatus{State: registry.ReplicaWouldPublish, Attempts: out.attempts, Error: held.reason}
+		return out
+	}
+	out.status = registry.ReplicaStatus{State: registry.ReplicaNudged, Attempts: out.attempts, Error: err.Error()}
+	return out
+}
+
+// unservable is the outcome of an object the replica registered but
+// cannot serve: checked again with backoff (another sidecar's repair, or a
+// save through the platform that leaves the row as it is, changes no row
+// and so tells no one), and repaired if the Driver may.
+func (d *Driver) unservable(ctx context.Context, p plan, out outcome, now time.Time, detail string) outcome {
+	parts, _ := registry.ParseKey(p.ref.Kind, p.ref.Key)
+	out.failures++
+	out.due = now.Add(d.bo.Delay(out.failures))
+	out.status = registry.ReplicaStatus{State: registry.ReplicaUnservable, Attempts: out.attempts, Error: detail, Remedy: UnservableRemedy(parts.Name)}
+	if d.opts.Repair == nil {
+		return out
+	}
+	note, retry := d.repair(ctx, p.ref.Key, parts.Name)
+	if note != "" {
+		out.status.Error += "; " + note
+	}
+	if retry {
+		// Repaired (or another sidecar holds the repair): look again soon.
+		out.failures = 0
 		out.due = now.Add(d.opts.Settle)
 	}
 	return out
@@ -628,6 +742,12 @@ func (d *Driver) check(ctx context.Context, p plan) (verdict, string, error) {
 		}
 		m.verifications.WithLabelValues(r).Inc()
 	}
+	switch {
+	case errors.Is(err, errRefused):
+		d.setCondition(ctx, condCredential, "probe of the replica: "+errRefused.Error()+" (replica.token_env)")
+	case err == nil:
+		d.setCondition(ctx, condCredential, "")
+	}
 	return v, detail, err
 }
 
@@ -654,6 +774,17 @@ func (d *Driver) lastSeen(p plan) (time.Time, bool) {
 
 // publish sends every lane message of the entry.
 func (d *Driver) publish(ctx context.Context, p plan) error {
+	if !d.versionRead() {
+		// Publish nothing before the replica's version is known.
+		if _, version, err := d.probe.health(ctx); err == nil {
+			d.checkVersion(ctx, version)
+		} else {
+			return fmt.Errorf("read the replica's version before publishing: %w", err)
+		}
+	}
+	if reason := d.condition(condVersion); reason != "" {
+		return &heldError{reason: reason}
+	}
 	if d.opts.Bus == nil {
 		return nil
 	}
@@ -672,8 +803,11 @@ func (d *Driver) publish(ctx context.Context, p plan) error {
 			m.publishes.WithLabelValues(l.Channel, r).Inc()
 		}
 		if err != nil {
-			return fmt.Errorf("bus: %w", err)
+			err = fmt.Errorf("bus: %w", err)
+			d.setCondition(ctx, condBus, err.Error())
+			return err
 		}
+		d.setCondition(ctx, condBus, "")
 		if l.Channel != ChannelAuthz {
 			d.markSeen(l.Channel+"\x00"+l.Address, now)
 		}
@@ -747,13 +881,20 @@ func (d *Driver) watchHealth(ctx context.Context) {
 	t := time.NewTicker(d.opts.HealthInterval)
 	defer t.Stop()
 	for {
-		up, err := d.probe.health(ctx)
+		up, version, err := d.probe.health(ctx)
 		if ctx.Err() != nil {
 			return
+		}
+		if err == nil {
+			d.checkVersion(ctx, version)
 		}
 		d.mu.Lock()
 		wasDown := d.down
 		d.down = err != nil
+		if err != nil {
+			d.downErr = "replica unreachable: " + err.Error()
+			d.lastErr, d.lastAt = d.downErr, time.Now()
+		}
 		d.mu.Unlock()
 		var started time.Time
 		if err == nil {
@@ -785,11 +926,38 @@ func (d *Driver) watchHealth(ctx context.Context) {
 	}
 }
 
+// checkVersion holds publishing while the replica reports a platform major
+// other than KnownMajor (its lanes may be retired or changed); a version
+// it cannot read is not held.
+func (d *Driver) checkVersion(ctx context.Context, version string) {
+	reason := ""
+	if major, ok := majorOf(version); ok && major != KnownMajor {
+		reason = fmt.Sprintf("replica runs ObjectStack %s; this reconciler drives ObjectStack %d.x lanes only: publishing nothing for it (as in shadow mode)",
+			version, KnownMajor)
+	}
+	held := d.condition(condVersion) != ""
+	d.setCondition(ctx, condVersion, reason)
+	d.mu.Lock()
+	d.versionSeen = true
+	d.mu.Unlock()
+	if held && reason == "" {
+		d.recheck()
+	}
+}
+
+// versionRead reports whether the replica's version was read once.
+func (d *Driver) versionRead() bool {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.versionSeen
+}
+
 // heal starts a new generation of every entry after a replica restart.
 func (d *Driver) heal(ctx context.Context, uptime float64) {
 	now := time.Now()
 	d.mu.Lock()
 	d.restarts++
+	d.applied = 0
 	n := len(d.entries)
 	for _, e := range d.entries {
 		d.restartLocked(e, now, now)
@@ -833,14 +1001,30 @@ func (d *Driver) pruneSeen() {
 func (d *Driver) Summary() registry.ReplicaReport {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	return registry.ReplicaReport{Counts: d.countsLocked(), Restarts: d.restarts, Reachable: !d.down}
+	return d.reportLocked()
+}
+
+func (d *Driver) reportLocked() registry.ReplicaReport {
+	r := registry.ReplicaReport{Counts: d.countsLocked(), Restarts: d.restarts, Reachable: !d.down,
+		BusUp: d.opts.Bus != nil && d.conds[condBus] == "", Driving: d.conds[condVersion] == "",
+		LastError: d.lastErr, LastErrorAt: d.lastAt}
+	for _, c := range []string{condVersion, condCredential, condBus} {
+		if e := d.conds[c]; e != "" {
+			r.Errors = append(r.Errors, e)
+		}
+	}
+	if d.down && d.downErr != "" {
+		r.Errors = append(r.Errors, d.downErr)
+	}
+	return r
 }
 
 // Drift returns the counts and the lagging entries, sorted by kind and key.
 func (d *Driver) Drift() registry.ReplicaReport {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	r := registry.ReplicaReport{Counts: d.countsLocked(), Restarts: d.restarts, Reachable: !d.down, Lagging: []registry.ReplicaItem{}}
+	r := d.reportLocked()
+	r.Lagging = []registry.ReplicaItem{}
 	for _, e := range d.entries {
 		if e.status.State.Drifted() {
 			r.Lagging = append(r.Lagging, registry.ReplicaItem{Kind: e.kind, Key: e.key, ReplicaStatus: e.status})

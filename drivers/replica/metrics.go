@@ -17,8 +17,15 @@ type Metrics struct {
 	nudges        prometheus.Counter
 	observed      *prometheus.CounterVec
 	entries       *prometheus.GaugeVec
+	conditions    *prometheus.GaugeVec
+	repairs       *prometheus.CounterVec
 	convergence   prometheus.Histogram
 }
+
+// RepairResults are the results of a schema repair: the platform synced
+// the storage (ok), refused the save (refused), the save changed the
+// object's rows (changed: it must not), or it failed (error).
+var RepairResults = []string{"ok", "refused", "changed", "error"}
 
 // ConvergenceBuckets are the bounds (seconds) of
 // reconciler_replica_convergence_seconds: 1 ms to 5 min.
@@ -33,7 +40,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		}, []string{"channel", "result"}),
 		verifications: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "reconciler_replica_verifications_total",
-			Help: "Read-only probes of the replica's state of an entry, by result (in-sync, lacking, stale, unobservable, error).",
+			Help: "Read-only probes of the replica's state of an entry, by result (in-sync, lacking, stale, unservable, unobservable, error).",
 		}, []string{"result"}),
 		restarts: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "reconciler_replica_restarts_total",
@@ -41,7 +48,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		}),
 		nudges: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "reconciler_replica_nudges_total",
-			Help: "Lane messages published again because a probe found the replica still lacking a change.",
+			Help: "Lane messages tried again (published or failed) because a probe found the replica still lacking a change.",
 		}),
 		observed: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "reconciler_replica_bus_messages_total",
@@ -51,6 +58,14 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Name: "reconciler_replica_entries",
 			Help: "Entries by replica state (" + stateNames() + ").",
 		}, []string{"state"}),
+		conditions: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "reconciler_replica_condition",
+			Help: "1 while a failure of the replica lasts, by condition (bus: publishing fails; credential: the replica refuses the token; version: a platform major this reconciler does not drive).",
+		}, []string{"condition"}),
+		repairs: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "reconciler_replica_repairs_total",
+			Help: "Schema repairs of unservable objects through the platform's save route (replica.repair: schema), by result (ok, refused, changed, error).",
+		}, []string{"result"}),
 		convergence: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name:    "reconciler_replica_convergence_seconds",
 			Help:    "Commit (the row's watermark time) to this replica verified serving the change (in-sync), both on the store's clock; one observation per change that reaches in-sync.",
@@ -62,8 +77,14 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			m.publishes.WithLabelValues(ch, r)
 		}
 	}
-	for _, r := range []string{"in-sync", "lacking", "stale", "unobservable", "error"} {
+	for _, r := range []string{"in-sync", "lacking", "stale", "unservable", "unobservable", "error"} {
 		m.verifications.WithLabelValues(r)
+	}
+	for _, c := range []string{condBus, condCredential, condVersion} {
+		m.conditions.WithLabelValues(c)
+	}
+	for _, r := range RepairResults {
+		m.repairs.WithLabelValues(r)
 	}
 	for _, o := range []string{"own", "other"} {
 		m.observed.WithLabelValues(o)
@@ -72,7 +93,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		m.entries.WithLabelValues(string(s))
 	}
 	if reg != nil {
-		reg.MustRegister(m.publishes, m.verifications, m.restarts, m.nudges, m.observed, m.entries, m.convergence)
+		reg.MustRegister(m.publishes, m.verifications, m.restarts, m.nudges, m.observed, m.entries, m.conditions, m.repairs, m.convergence)
 	}
 	return m
 }

@@ -9,6 +9,7 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"strconv"
 	"strings"
 	"time"
 
@@ -27,6 +28,9 @@ const (
 	stale
 	// unobservable: the replica does not show this entry's state.
 	unobservable
+	// unservable: the replica registered the object but cannot serve it:
+	// its table or a field's column is missing.
+	unservable
 )
 
 func (v verdict) String() string {
@@ -37,6 +41,8 @@ func (v verdict) String() string {
 		return "lacking"
 	case stale:
 		return "stale"
+	case unservable:
+		return "unservable"
 	}
 	return "unobservable"
 }
@@ -50,19 +56,30 @@ const maxProbeBody = 4 << 20
 // prober reads the replica's state through its HTTP API. It only sends GET
 // requests: probing never writes.
 type prober struct {
-	base   string // base URL without a trailing slash
-	token  string // bearer token; never printed
-	client *http.Client
+	base    string // base URL without a trailing slash
+	token   string // bearer token; never printed
+	client  *http.Client
+	limit   *limiter // spaces every request (nil: none)
+	catalog Catalog  // the nodes' database, for tables and columns (nil: none)
 }
 
 // errUnreachable marks a probe that did not get an answer (the replica is
 // down or restarting): nudges wait for it.
 var errUnreachable = errors.New("replica unreachable")
 
+// errRefused marks a probe the replica answered 401 or 403: the token is
+// missing, wrong or lacks a right.
+var errRefused = errors.New("replica refused the credential")
+
 // get fetches path (already escaped) and returns the status and body. A
 // transport failure wraps errUnreachable; 401/403 is an error naming the
 // refusal (the token is never part of it).
 func (p *prober) get(ctx context.Context, path string) (int, []byte, error) {
+	if p.limit != nil {
+		if err := p.limit.wait(ctx); err != nil {
+			return 0, nil, err
+		}
+	}
 	ctx, cancel := context.WithTimeout(ctx, probeTimeout)
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, p.base+path, nil)
@@ -87,7 +104,7 @@ func (p *prober) get(ctx context.Context, path string) (int, []byte, error) {
 	}
 	switch resp.StatusCode {
 	case http.StatusUnauthorized, http.StatusForbidden:
-		return resp.StatusCode, body, fmt.Errorf("probe %s: replica refused the credential: %d", path, resp.StatusCode)
+		return resp.StatusCode, body, fmt.Errorf("probe %s: %w: %d (replica.token_env)", path, errRefused, resp.StatusCode)
 	case http.StatusBadGateway, http.StatusServiceUnavailable, http.StatusGatewayTimeout:
 		return resp.StatusCode, body, fmt.Errorf("probe %s: %w: %d", path, errUnreachable, resp.StatusCode)
 	}
@@ -100,49 +117,62 @@ func (p *prober) scrub(err error) string {
 	return redact.Secrets(err.Error(), append(redact.URLSecrets(p.base), p.token)...)
 }
 
-// health reads the replica's uptime (seconds) from its anonymous health
-// endpoint.
-func (p *prober) health(ctx context.Context) (float64, error) {
+// health reads the replica's uptime (seconds) and platform version ("" if
+// it says none) from its anonymous health endpoint.
+func (p *prober) health(ctx context.Context) (float64, string, error) {
 	code, body, err := p.get(ctx, "/api/v1/health")
 	if err != nil {
-		return 0, err
+		return 0, "", err
 	}
 	if code != http.StatusOK {
-		return 0, fmt.Errorf("health: %w: %d", errUnreachable, code)
+		return 0, "", fmt.Errorf("health: %w: %d", errUnreachable, code)
+	}
+	type answer struct {
+		Uptime  *float64 `json:"uptime"`
+		Version string   `json:"version"`
 	}
 	var h struct {
-		Uptime *float64 `json:"uptime"`
-		Data   *struct {
-			Uptime *float64 `json:"uptime"`
-		} `json:"data"`
+		answer
+		Data *answer `json:"data"`
 	}
 	if err := json.Unmarshal(body, &h); err != nil {
-		return 0, fmt.Errorf("health: unreadable answer: %w", err)
+		return 0, "", fmt.Errorf("health: unreadable answer: %w", err)
 	}
 	switch {
 	case h.Uptime != nil:
-		return *h.Uptime, nil
+		return *h.Uptime, h.Version, nil
 	case h.Data != nil && h.Data.Uptime != nil:
-		return *h.Data.Uptime, nil
+		return *h.Data.Uptime, h.Data.Version, nil
 	}
-	return 0, errors.New("health: answer has no uptime")
+	return 0, "", errors.New("health: answer has no uptime")
+}
+
+// majorOf returns the major of a version such as "17.4.0" or "v18.0.1"
+// (false: not a version).
+func majorOf(v string) (int, bool) {
+	v = strings.TrimPrefix(strings.TrimSpace(v), "v")
+	head, _, _ := strings.Cut(v, ".")
+	n, err := strconv.Atoi(head)
+	return n, err == nil && n >= 0
 }
 
 // objectRegistered asks the data API whether the replica has registered
-// object name: 404 "not registered" vs 200 (or 500 when its table is
-// missing, which still means registered).
-func (p *prober) objectRegistered(ctx context.Context, name string) (bool, error) {
+// object name: 404 "not registered" vs 200, or 500 DATABASE_ERROR when its
+// table is missing (registered, not servable: noTable).
+func (p *prober) objectRegistered(ctx context.Context, name string) (registered, noTable bool, err error) {
 	code, body, err := p.get(ctx, "/api/v1/data/"+url.PathEscape(name)+"?limit=1")
 	if err != nil {
-		return false, err
+		return false, false, err
 	}
 	switch {
 	case code == http.StatusNotFound:
-		return false, nil
-	case code >= 200 && code < 300, code == http.StatusInternalServerError && !bytes.Contains(body, []byte("not registered")):
-		return true, nil
+		return false, false, nil
+	case code >= 200 && code < 300:
+		return true, false, nil
+	case code == http.StatusInternalServerError && !bytes.Contains(body, []byte("not registered")):
+		return true, bytes.Contains(body, []byte("DATABASE_ERROR")), nil
 	}
-	return false, fmt.Errorf("probe data api of %s: unexpected answer %d", name, code)
+	return false, false, fmt.Errorf("probe data api of %s: unexpected answer %d", name, code)
 }
 
 // layers reads /api/v1/meta/<type>/<name>/layers: code (what the replica
@@ -176,7 +206,7 @@ func (p *prober) layers(ctx context.Context, typ, name string) (code, overlay ma
 // object checks an object entry: registered (or not, when deleted) and,
 // when present, the in-memory copy matches the row.
 func (p *prober) object(ctx context.Context, name string, deleted bool) (verdict, string, error) {
-	reg, err := p.objectRegistered(ctx, name)
+	reg, noTable, err := p.objectRegistered(ctx, name)
 	if err != nil {
 		return 0, "", err
 	}
@@ -199,6 +229,23 @@ func (p *prober) object(ctx context.Context, name string, deleted bool) (verdict
 	}
 	if ok, why := objectApplied(code, overlay); !ok {
 		return lacks, "object " + name + ": " + why, nil
+	}
+	// Registered as the row says: can it serve records? The nodes keep
+	// them in the store's database, whose catalog tells; without it, the
+	// data API's 500 tells a missing table (a missing column it does not:
+	// reads recover from it, writes answer 400 Unknown field).
+	if p.catalog != nil {
+		missing, err := missingStorage(ctx, p.catalog, name, overlay)
+		if err != nil {
+			return 0, "", err
+		}
+		if missing != "" {
+			return unservable, missing, nil
+		}
+		return inSync, "", nil
+	}
+	if noTable {
+		return unservable, "object " + name + " has no table: the replica registered it, but its data API answers 500 DATABASE_ERROR", nil
 	}
 	return inSync, "", nil
 }

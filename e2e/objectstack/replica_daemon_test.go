@@ -16,10 +16,13 @@ import (
 )
 
 // startReplicaDaemon runs `reconciler run` beside node on the stack's
-// database, driving node through the stack's bus.
-func startReplicaDaemon(t *testing.T, stack *Stack, node *Node, busURL string) *Daemon {
+// database, driving node through the stack's bus, with the schema repair
+// on (objects written with SQL have no storage until the platform syncs
+// it), extra env last.
+func startReplicaDaemon(t *testing.T, stack *Stack, node *Node, busURL string, extra ...string) *Daemon {
 	t.Helper()
 	env := []string{
+		"RECONCILER_REPLICA_REPAIR=schema",
 		"RECONCILER_STORE_URL=" + stack.DatabaseURL,
 		"RECONCILER_REPLICA_ID=" + node.Name,
 		"RECONCILER_DRIFT_DIR=" + t.TempDir(),
@@ -29,7 +32,7 @@ func startReplicaDaemon(t *testing.T, stack *Stack, node *Node, busURL string) *
 		"RECONCILER_REPLICA_BUS_URL=" + busURL,
 		"OS_SECRET_KEY=" + stack.SecretKey,
 	}
-	d := StartDaemon(t, reconcilerBin, env)
+	d := StartDaemon(t, reconcilerBin, append(env, extra...))
 	if err := poll(ReadyTimeout, 200*time.Millisecond, d.done, func() error {
 		status, _, err := d.Get("/readyz")
 		if err == nil && status != http.StatusOK {
@@ -74,7 +77,8 @@ func waitReplica(t *testing.T, d *Daemon, kind, key, want string) replicaState {
 
 // TestReplicaDaemons runs a reconciler beside each of two real nodes on
 // their shared database and bus: changes written with plain SQL reach both
-// nodes through the sidecars alone, a permission set changed by SQL is
+// nodes through the sidecars alone (their storage synced by the repair), a
+// permission set changed by SQL is
 // reported stale, a restarted node gets its run-time objects back, and a
 // change costs about one message on the bus.
 func TestReplicaDaemons(t *testing.T) {

@@ -149,7 +149,7 @@ func insertObject(t *testing.T, dbURL, name, body string) {
 }
 
 func noteBody(name string) string {
-	return `{"name":"` + name + `","label":"Note","fields":{"title":{"type":"text","label":"Title"}},"enable":{"apiEnabled":true}}`
+	return `{"name":"` + name + `","label":"Note","fields":{"title":{"type":"text","label":"Title"}},"sharingModel":"private","enable":{"apiEnabled":true}}`
 }
 
 // served tells whether node has registered object name (the data API

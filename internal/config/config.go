@@ -26,46 +26,56 @@ const EnvPrefix = "RECONCILER"
 // Config is a loaded, validated configuration. Each field is bound to its
 // key by one row of the key declarations (keys.go).
 type Config struct {
-	ReplicaID        string
-	StoreURL         string
-	StoreReadURL     string // "" = read store.url
-	PollInterval     time.Duration
-	PollJitter       time.Duration
-	ResyncInterval   time.Duration // 0: anti-entropy relists off
-	HintListen       bool
-	ApplyConcurrency int
-	ApplyTimeout     time.Duration
-	JournalRetention time.Duration
-	DriftSchedule    string // "" disables scheduled reports
-	DriftDir         string
-	StatusListen     string
-	StatusTokenEnv   string
-	WebhookURL       string
-	WebhookSecretEnv string
-	ExecCommand      []string
-	SecretsKeyEnv    string
-	CodeObjects      []string
-	MaxBodyBytes     int
-	MaxRefs          int
-	SQLiteDir        string
-	MaxConns         int
-	MaxTotalConns    int
-	AllowLocal       bool
-	AllowHosts       []string
-	DenyHosts        []string
-	MaxSpecBytes     int
-	LogLevel         slog.Level
-	LogFormat        string // "text" or "json"
+	ReplicaID      string
+	StoreURL       string
+	StoreReadURL   string // "" = read store.url
+	PollInterval   time.Duration
+	PollJitter     time.Duration
+	ResyncInterval time.Duration // 0: anti-entropy relists off
+	// RevalidateInterval is how often ready connectors and datasources are
+	// checked again (0: off).
+	RevalidateInterval time.Duration
+	HintListen         bool
+	ApplyConcurrency   int
+	ApplyTimeout       time.Duration
+	JournalRetention   time.Duration
+	DriftSchedule      string // "" disables scheduled reports
+	DriftDir           string
+	StatusListen       string
+	StatusTokenEnv     string
+	WebhookURL         string
+	WebhookSecretEnv   string
+	ExecCommand        []string
+	SecretsKeyEnv      string
+	CodeObjects        []string
+	MaxBodyBytes       int
+	MaxRefs            int
+	SQLiteDir          string
+	MaxConns           int
+	MaxTotalConns      int
+	MaxTotalBytes      int
+	AllowLocal         bool
+	AllowHosts         []string
+	DenyHosts          []string
+	MaxSpecBytes       int
+	LogLevel           slog.Level
+	LogFormat          string // "text" or "json"
 
 	ReplicaURL       string // "" = no replica driving
 	ReplicaTokenEnv  string
 	ReplicaBusURL    string
 	ReplicaBusPrefix string
 	ReplicaOrigin    string
+	ReplicaRepair    string // "off" or "schema"
+	ReplicaMaxProbes int
 
-	ReplicaMode       string // "drive" or "shadow"
-	GuardMaxEvictions string // guard.max_evictions as written: see ParseMaxEvictions
-	GuardWindow       time.Duration
+	ReplicaMode         string   // "drive" or "shadow"
+	RestartCommand      []string // empty: restarts off
+	RestartAfter        time.Duration
+	RestartMinInterval  time.Duration
+	RestartLeaseTimeout time.Duration
+	GuardMaxEvictions   string // guard.max_evictions as written: see ParseMaxEvictions
+	GuardWindow         time.Duration
 
 	// File is the file the configuration was read from ("" for none).
 	File string

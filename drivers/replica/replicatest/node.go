@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"math/rand/v2"
 	"net/http"
 	"net/http/httptest"
@@ -93,6 +94,15 @@ type Options struct {
 	Loss float64
 	// DropFirst drops the first this many lane messages received.
 	DropFirst int
+	// Version is what the health endpoint reports (default "17.4.0").
+	Version string
+	// NoTable, if set, says which registered objects have no table: their
+	// data API answers 500 DATABASE_ERROR, as a 17.4 node's does.
+	NoTable func(name string) bool
+	// Save, if set, serves PUT /api/v1/meta/object/<name> (the platform's
+	// save route) with the request body, answering the status it returns;
+	// without it every write is refused with 405.
+	Save func(name string, body []byte) int
 }
 
 // Node is a stand-in replica. Create it with Start; Close it.
@@ -121,6 +131,8 @@ type Node struct {
 	Received atomic.Int64
 	// Writes counts requests that were not GET (probes must never write).
 	Writes atomic.Int64
+	// Saves counts the PUT requests Options.Save served.
+	Saves atomic.Int64
 }
 
 // Start boots a node on db and subscribes it to the bus.
@@ -349,6 +361,14 @@ func withSystemFields(body map[string]any) map[string]any {
 }
 
 func (n *Node) serve(w http.ResponseWriter, r *http.Request) {
+	if r.Method == http.MethodPut && n.opts.Save != nil && strings.HasPrefix(r.URL.Path, "/api/v1/meta/object/") &&
+		r.Header.Get("Authorization") == "Bearer "+n.opts.Token {
+		n.Saves.Add(1)
+		body, _ := io.ReadAll(r.Body)
+		code := n.opts.Save(strings.TrimPrefix(r.URL.Path, "/api/v1/meta/object/"), body)
+		writeJSON(w, code, map[string]any{"success": code == 200})
+		return
+	}
 	if r.Method != http.MethodGet {
 		n.Writes.Add(1)
 		http.Error(w, "read-only stand-in", http.StatusMethodNotAllowed)
@@ -362,8 +382,16 @@ func (n *Node) serve(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	path := r.URL.Path
+	if path == "/api/v1/ready" {
+		writeJSON(w, 200, map[string]any{"status": "ready"})
+		return
+	}
 	if path == "/api/v1/health" {
-		writeJSON(w, 200, map[string]any{"status": "ok", "timestamp": time.Now().UTC(), "version": "17.4.0", "uptime": time.Since(booted).Seconds()})
+		version := n.opts.Version
+		if version == "" {
+			version = "17.4.0"
+		}
+		writeJSON(w, 200, map[string]any{"status": "ok", "timestamp": time.Now().UTC(), "version": version, "uptime": time.Since(booted).Seconds()})
 		return
 	}
 	if n.opts.Token != "" && r.Header.Get("Authorization") != "Bearer "+n.opts.Token {
@@ -375,6 +403,10 @@ func (n *Node) serve(w http.ResponseWriter, r *http.Request) {
 	case len(parts) == 2 && parts[0] == "data":
 		if !n.Registered(parts[1]) {
 			writeJSON(w, 404, map[string]any{"error": fmt.Sprintf("Object '%s' is not registered", parts[1])})
+			return
+		}
+		if n.opts.NoTable != nil && n.opts.NoTable(parts[1]) {
+			writeJSON(w, 500, map[string]any{"error": "Internal server error", "code": "DATABASE_ERROR"})
 			return
 		}
 		writeJSON(w, 200, map[string]any{"data": []any{}})
