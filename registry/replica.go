@@ -127,6 +127,9 @@ type ReplicaReport struct {
 	// Lagging lists the entries whose replica state is drift (Drifted),
 	// sorted by kind and key (drift reports only).
 	Lagging []ReplicaItem `json:"lagging,omitempty"`
+	// Restart is the sidecar's restart of the replica (status only; nil
+	// in drift reports and without a replica).
+	Restart *ReplicaRestart `json:"restart,omitempty"`
 }
 
 // ReplicaItem is one entry of a ReplicaReport.

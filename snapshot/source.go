@@ -187,6 +187,9 @@ type Replica struct {
 	// sets them).
 	Clash   string    `json:"clash,omitempty"`
 	ClashAt time.Time `json:"clash_at,omitzero"`
+	// Node is what the sidecar sees of its replica node (Reported false:
+	// nothing).
+	Node Node `json:"node,omitzero"`
 }
 
 // Watermark is the store's current head: the newest journal seq and when it

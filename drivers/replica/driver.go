@@ -154,6 +154,7 @@ type Driver struct {
 	downErr     string               // why, while it lasts
 	versionSeen bool                 // the replica's version was read once
 	restarts    int                  // replica restarts noticed
+	applied     int                  // entries a lane brought from nudged to in-sync since the replica (re)started
 	peerSeen    time.Time            // when a message of another origin was last seen (zero: never)
 	wake        chan struct{}
 	conds       map[string]string // condition → its error, while it lasts
@@ -478,6 +479,9 @@ func (d *Driver) step(ctx context.Context, e *entry) {
 			out.status.Since = e.status.Since
 		} else {
 			out.status.Since = time.Now()
+		}
+		if e.status.State == registry.ReplicaNudged && out.status.State == registry.ReplicaInSync {
+			d.applied++
 		}
 		e.status = out.status
 	}
@@ -917,6 +921,7 @@ func (d *Driver) heal(ctx context.Context, uptime float64) {
 	now := time.Now()
 	d.mu.Lock()
 	d.restarts++
+	d.applied = 0
 	n := len(d.entries)
 	for _, e := range d.entries {
 		d.restartLocked(e, now, now)
