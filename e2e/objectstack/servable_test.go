@@ -149,10 +149,10 @@ func TestServableOnRealNodes(t *testing.T) {
 	start = time.Now()
 	da = startReplicaDaemon(t, stack, a, bus)
 	daemons = []*Daemon{da, db}
-	for _, d := range daemons {
+	for i, d := range daemons {
 		for _, key := range []string{"object/rt_sqlobj", "object/rt_project"} {
-			_, took := waitState(t, d, key, "in-sync")
-			figures[fmt.Sprintf("repair: %s in-sync on sidecar %p after", key, d)] = took.Round(time.Millisecond).String()
+			waitState(t, d, key, "in-sync")
+			figures[fmt.Sprintf("repair: %s in-sync on sidecar %s after its start", key, nodes[i].Name)] = time.Since(start).Round(time.Millisecond).String()
 		}
 	}
 	figures["repair: sidecar start → both objects in-sync on both sidecars"] = time.Since(start).Round(time.Millisecond).String()
@@ -226,11 +226,11 @@ func TestServableOnRealNodes(t *testing.T) {
 	<-time.After(60*time.Second - time.Since(outage)) // the outage's length is the scenario
 	for i, d := range daemons {
 		n := probesOf(t, d) - before[i]
-		figures[fmt.Sprintf("bus down 60s, 2 changes pending: probes by sidecar %d", i)] = fmt.Sprint(n)
+		figures[fmt.Sprintf("bus down 60s, 2 changes pending: probes by sidecar %s", nodes[i].Name)] = fmt.Sprint(n)
 		// Doubling from 0.5 s to 30 s: about 8 probes per pending entry in
 		// 60 s (a probe every 0.5 s without backoff: 120).
 		if n > 30 {
-			t.Errorf("sidecar %d probed %v times in 60 s of bus outage with 2 changes pending", i, n)
+			t.Errorf("sidecar %s probed %v times in 60 s of bus outage with 2 changes pending", nodes[i].Name, n)
 		}
 	}
 	stack.Redis.Start()
