@@ -2,7 +2,6 @@ package daemon
 
 import (
 	"context"
-	"database/sql"
 	"encoding/json"
 	"io"
 	"net/http"
@@ -13,6 +12,7 @@ import (
 	_ "modernc.org/sqlite"
 
 	"github.com/objectstack-fleet/reconciler/drivers/replica/replicatest"
+	"github.com/objectstack-fleet/reconciler/snapshot/snapshottest"
 )
 
 // With replica.url set, an applied change reaches the replica through its
@@ -50,19 +50,13 @@ func TestReplicaDriven(t *testing.T) {
 	var obj map[string]any
 	_ = json.Unmarshal([]byte(body), &obj)
 	db.Put("object", "task", obj)
-	store, err := sql.Open("sqlite", strings.TrimPrefix(cfg.StoreURL, "sqlite://"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer store.Close()
+	// snapshottest opens SQLite with a busy timeout: the daemon writes the
+	// same file (a bare sql.Open failed once with SQLITE_BUSY).
+	store := snapshottest.Connect(t, cfg.StoreURL)
 	// The object's table, as the platform creates it: the sidecar reads
 	// the store's catalog to tell a servable object.
-	if _, err := store.Exec(`CREATE TABLE task (id TEXT PRIMARY KEY, created_at TEXT, updated_at TEXT, subject TEXT)`); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := store.Exec(`INSERT INTO sys_metadata (id, type, name, state, metadata) VALUES ('m1', 'object', 'task', 'active', ?)`, body); err != nil {
-		t.Fatal(err)
-	}
+	store.Exec(t, `CREATE TABLE task (id TEXT PRIMARY KEY, created_at TEXT, updated_at TEXT, subject TEXT)`)
+	store.Exec(t, `INSERT INTO sys_metadata (id, type, name, state, metadata) VALUES ('m1', 'object', 'task', 'active', $1)`, body)
 
 	client := &http.Client{Timeout: 5 * time.Second}
 	defer client.CloseIdleConnections()
@@ -103,10 +97,29 @@ func TestReplicaDriven(t *testing.T) {
 		ReplicaSync struct {
 			Counts    map[string]int `json:"counts"`
 			Reachable bool           `json:"reachable"`
+			Restart   *struct {
+				Phase   string `json:"phase"`
+				Enabled bool   `json:"enabled"`
+			} `json:"restart"`
 		} `json:"replica_sync"`
 	}
 	if err := json.Unmarshal([]byte(get("/v1/status")), &st); err != nil || st.ReplicaSync.Counts["in-sync"] != 1 || !st.ReplicaSync.Reachable || st.Replica == "" {
 		t.Fatalf("/v1/status replica: %v %+v", err, st)
+	}
+	// Restarts are off without replica.restart.command; the heartbeat
+	// carries the node's readiness all the same.
+	if r := st.ReplicaSync.Restart; r == nil || r.Phase != "off" || r.Enabled {
+		t.Fatalf("/v1/status restart: %+v", r)
+	}
+	deadline = time.Now().Add(20 * time.Second)
+	for {
+		if store.Int(t, `SELECT count(*) FROM sys_reconciler_replica WHERE replica_id = 'unit' AND node LIKE '%"reported":true,"ready":true%'`) == 1 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the heartbeat does not report a ready node")
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
 	var dr struct {
 		ReplicaSync *struct {
@@ -150,7 +163,8 @@ func TestReplicaMetricsWithoutReplica(t *testing.T) {
 	b, _ := io.ReadAll(resp.Body)
 	resp.Body.Close()
 	for _, fam := range []string{"reconciler_replica_publishes_total", "reconciler_replica_verifications_total",
-		"reconciler_replica_restarts_total", "reconciler_replica_nudges_total", "reconciler_replica_bus_messages_total", "reconciler_replica_entries"} {
+		"reconciler_replica_restarts_total", "reconciler_replica_nudges_total", "reconciler_replica_bus_messages_total", "reconciler_replica_entries",
+		"reconciler_replica_restart_phase", "reconciler_replica_restart_runs_total", "reconciler_replica_restart_refusals_total", "reconciler_replica_no_lanes"} {
 		if !strings.Contains(string(b), fam) {
 			t.Errorf("/metrics lacks %s", fam)
 		}

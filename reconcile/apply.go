@@ -61,6 +61,7 @@ type target struct {
 // retried even if unchanged.
 func (r *Reconciler) apply(ctx context.Context, refs []target, rows func(*node) (rowOf, bool), forced map[registry.Ref]bool) []Change {
 	var evictions []registry.Ref
+	var deferred []step
 	sortTargets(refs) // steps come out in the order they are applied
 	// Look everything up and compute the signatures on every core (each
 	// body's digest is already on its node). Each entry is planned as a
@@ -99,6 +100,10 @@ func (r *Reconciler) apply(ctx context.Context, refs []target, rows func(*node) 
 		if st.sig == "" {
 			continue // row vanished between reads (or a guarded entry's ghost): the next poll sees its delete
 		}
+		if st.node.deferred || st.row.meta != nil && st.row.meta.Withheld < 0 {
+			deferred = append(deferred, st)
+			continue // its body comes with a later read (memory.go)
+		}
 		if r.guard.holds(st.ref) {
 			r.clearGuard(ctx, st.ref) // its row is back: nothing was evicted
 			guardCleared = true
@@ -123,6 +128,7 @@ func (r *Reconciler) apply(ctx context.Context, refs []target, rows func(*node) 
 	}
 	clear(steps[len(kept):]) // let go of the nodes and rows left out
 	steps = kept
+	r.deferBodies(deferred)
 	// New entries are visible as pending while their kind waits its turn.
 	creates := make(map[registry.Kind]int, len(registry.Kinds))
 	for _, st := range steps {

@@ -60,6 +60,10 @@ type node struct {
 	scope *secretScope
 	// fault is why the body cannot be used at all (it is held with it).
 	fault string
+	// deferred: the store withheld the body for the read's total
+	// (engine.max_total_bytes): the row is read again at the next poll,
+	// and its entry is left as it is meanwhile (memory.go).
+	deferred bool
 	// body is the digest of the body this node was parsed from (bodySum),
 	// for signatures of the same revision.
 	body bodyDigest
@@ -381,6 +385,10 @@ func metadataNode(row *snapshot.MetadataRow, lim metadata.Limits) *node {
 	}
 	// One pass canonicalizes the body for signatures and proves it JSON,
 	// so that parsing need not validate it again.
+	if row.Withheld < 0 {
+		n.deferred = true
+		return n
+	}
 	var canonical bool
 	n.body, canonical = bodySum(row.Metadata)
 	if row.Withheld > 0 { // above the store's cap: not even read

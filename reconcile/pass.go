@@ -232,6 +232,7 @@ func (r *Reconciler) pollPass(ctx context.Context, res *PassResult) ([]Change, e
 	}
 	forced, asked := r.takeRetries(forced)
 	defer r.retried(asked) // once applied (or failed: the callers look again)
+	addrs = r.takeRereads(addrs)
 	if len(addrs) == 0 && len(forced) == 0 {
 		r.cursor = next
 		return nil, nil
@@ -291,11 +292,14 @@ func (r *Reconciler) applyDelta(ctx context.Context, addrs []snapshot.Address, f
 		if n == nil {
 			continue
 		}
+		if n.deferred {
+			r.rereads[addr] = true // its body comes with a later read (memory.go)
+		}
 		old := r.model.nodes[n.ref]
 		if old != nil && old.addr != addr && old.rev > n.rev {
 			continue // another row claims this key with a newer revision
 		}
-		if old == nil || old.rev != n.rev || old.hold != n.hold || old.fault != n.fault || !sameWants(old.wants, n.wants) {
+		if old == nil || old.rev != n.rev || old.hold != n.hold || old.fault != n.fault || old.deferred != n.deferred || !sameWants(old.wants, n.wants) {
 			affected[n.ref] = true
 			syms[n.sym] = true
 			if old != nil {
@@ -382,6 +386,7 @@ func (r *Reconciler) relistPass(ctx context.Context, trig Trigger) ([]Change, er
 	}
 	r.metrics.Relists.WithLabelValues(string(trig)).Inc()
 	r.guard.noteStore(trig, cur)
+	clear(r.rereads) // the relist's rows say again what is withheld
 	changes, err := r.applyAll(ctx, all, parsed)
 	if err != nil {
 		restoreGC()

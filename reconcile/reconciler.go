@@ -61,6 +61,7 @@ type Reconciler struct {
 	flights      []*flight                        // batches outlasting their pass (late.go)
 	inflight     map[registry.Ref]bool            // entries of those batches not landed yet
 	redo         map[registry.Ref]bool            // in flight and changed meanwhile
+	rereads      map[snapshot.Address]bool        // rows whose body the store withheld (memory.go)
 	lastStall    time.Time
 	bulk         bool // the apply in flight is large: routine per-entry lines go to debug
 
@@ -139,6 +140,7 @@ func New(src Source, opts Options) *Reconciler {
 		waits:        make(map[registry.Ref]<-chan struct{}),
 		inflight:     make(map[registry.Ref]bool),
 		redo:         make(map[registry.Ref]bool),
+		rereads:      make(map[snapshot.Address]bool),
 		relistReason: TriggerStart,
 		abandoned:    newAbandoned(metrics.Abandoned),
 		guard:        newGuardState(opts.Guard),

@@ -10,6 +10,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/objectstack-fleet/reconciler/internal/proctest"
 	"github.com/objectstack-fleet/reconciler/registry"
 	"github.com/objectstack-fleet/reconciler/snapshot/snapshottest"
 )
@@ -57,16 +58,7 @@ func gauge(t *testing.T, reg *prometheus.Registry, name string) float64 {
 
 func waitUntil(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.After(30 * time.Second)
-	tick := time.NewTicker(5 * time.Millisecond)
-	defer tick.Stop()
-	for !cond() {
-		select {
-		case <-tick.C:
-		case <-deadline:
-			t.Fatalf("timed out waiting for %s", what)
-		}
-	}
+	proctest.Eventually(t, 30*time.Second, 5*time.Millisecond, what, cond)
 }
 
 // TestStopBoundWithHungMaterializer: a materializer that ignores its

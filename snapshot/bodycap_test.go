@@ -67,3 +67,57 @@ func TestBodiesAboveTheCapAreNotRead(t *testing.T) {
 		}
 	})
 }
+
+// TestBodiesPastTheTotalAreWithheld: with OpenOptions.MaxTotalBytes a
+// relist, a streamed relist and a read send bodies in id order while their
+// sum stays within it; the later bodies (within the per-row cap) come back
+// withheld with their length negated, to be read again; a body above the
+// per-row cap counts for nothing and keeps its positive length.
+func TestBodiesPastTheTotalAreWithheld(t *testing.T) {
+	snapshottest.Each(t, func(t *testing.T, _ snapshot.Store, url string) {
+		ctx := context.Background()
+		s, err := snapshot.Open(url, snapshot.OpenOptions{MaxBodyBytes: 1024, MaxTotalBytes: 1000})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(s.Close)
+		body := `{"fields":{},"d":"` + strings.Repeat("x", 380) + `"}` // 400 bytes
+		for _, id := range []string{"a", "b", "c", "d"} {
+			snapshottest.Exec(t, url, snapshottest.UpsertMetadata, id, "object", id, nil, nil, "active", body, nil)
+		}
+		snapshottest.Exec(t, url, snapshottest.UpsertMetadata, "aa", "object", "aa", nil, nil, "active", `{"x":"`+strings.Repeat("y", 2000)+`"}`, nil)
+		check := func(how string, rows snapshot.Rows) {
+			t.Helper()
+			got := map[string]snapshot.MetadataRow{}
+			for _, m := range rows.Metadata {
+				got[m.ID] = m
+			}
+			for id, want := range map[string]int64{"a": 0, "aa": 2008, "b": 0, "c": -400, "d": -400} {
+				if m := got[id]; m.Withheld != want || (want == 0) != (m.Metadata != nil) || m.Revision == 0 {
+					t.Fatalf("%s: row %s withheld %d (body %d bytes), want %d", how, id, m.Withheld, len(m.Metadata), want)
+				}
+			}
+		}
+		rows, _, err := s.Relist(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		check("relist", rows)
+		if st, ok := s.(snapshot.Streamer); ok {
+			rows, _, err = st.RelistStream(ctx, func(int, []snapshot.MetadataRow) {})
+			if err != nil {
+				t.Fatal(err)
+			}
+			check("streamed relist", rows)
+		}
+		var addrs []snapshot.Address
+		for _, id := range []string{"d", "c", "b", "aa", "a"} {
+			addrs = append(addrs, snapshot.Address{Table: snapshot.TableMetadata, Key: id})
+		}
+		rows, err = s.Read(ctx, addrs)
+		if err != nil {
+			t.Fatal(err)
+		}
+		check("read", rows)
+	})
+}

@@ -5,12 +5,15 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"reflect"
 	"slices"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/objectstack-fleet/reconciler/internal/proctest"
+	"github.com/objectstack-fleet/reconciler/registry"
 	"github.com/objectstack-fleet/reconciler/snapshot"
 	"github.com/objectstack-fleet/reconciler/snapshot/snapshottest"
 )
@@ -652,22 +655,13 @@ func TestConcurrentWritersNoneMissed(t *testing.T) {
 // server's other transactions can hold the xmin horizon back briefly).
 func waitFor(t *testing.T, what string, f func() (bool, error)) {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	tick := time.NewTicker(20 * time.Millisecond)
-	defer tick.Stop()
-	for {
+	proctest.Eventually(t, 30*time.Second, 20*time.Millisecond, what, func() bool {
 		ok, err := f()
 		if err != nil {
 			t.Fatalf("%s: %v", what, err)
 		}
-		if ok {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not done after 30s", what)
-		}
-		<-tick.C
-	}
+		return ok
+	})
 }
 
 func TestExpiredCursorAfterPrune(t *testing.T) {
@@ -857,6 +851,27 @@ func TestFleetTables(t *testing.T) {
 		if got[1].Clash != "" {
 			t.Fatalf("replica r1 clashes with %q", got[1].Clash)
 		}
+		if got[0].Node.Reported || got[1].Node.Reported {
+			t.Fatalf("a heartbeat without a node reads as one: %+v, %+v", got[0].Node, got[1].Node)
+		}
+		// The node beside the sidecar: written with the heartbeat, read
+		// back as written, replaced by the next one.
+		node := snapshot.Node{Reported: true, Ready: true, CheckedAt: at, Stale: 2, Nudged: 1,
+			Restart: registry.NodeRestart{Phase: registry.RestartInFlight, Reason: "stale for 5m", Since: at, LastAt: at, Count: 1}}
+		r.Node = node
+		if _, err := s.Heartbeat(ctx, r); err != nil {
+			t.Fatal(err)
+		}
+		if got, err := s.Replicas(ctx); err != nil || !reflect.DeepEqual(normNode(got[1].Node), normNode(node)) {
+			t.Fatalf("node read back: %+v (wrote %+v), %v", got[1].Node, node, err)
+		}
+		r.Node = snapshot.Node{Reported: true}
+		if _, err := s.Heartbeat(ctx, r); err != nil {
+			t.Fatal(err)
+		}
+		if got, err := s.Replicas(ctx); err != nil || got[1].Node.Ready || got[1].Node.Restart.Phase != "" || !got[1].Node.Reported {
+			t.Fatalf("node not replaced: %+v, %v", got[1].Node, err)
+		}
 		for range 2 {
 			if err := s.WriteDrift(ctx, "r1", at, []byte(`{"items":[]}`)); err != nil {
 				t.Fatal(err)
@@ -991,6 +1006,12 @@ func TestRelistStreamHandsEveryRow(t *testing.T) {
 	if fmt.Sprintf("%+v", plain) != fmt.Sprintf("%+v", rows) {
 		t.Fatal("RelistStream's result differs from Relist's")
 	}
+}
+
+// normNode puts a node's times in UTC, so that DeepEqual compares instants.
+func normNode(n snapshot.Node) snapshot.Node {
+	n.CheckedAt, n.Restart.Since, n.Restart.LastAt = n.CheckedAt.UTC(), n.Restart.Since.UTC(), n.Restart.LastAt.UTC()
+	return n
 }
 
 // TestGuardTables: a replica's pending guard is replaced as a whole, keeps

@@ -85,7 +85,9 @@ type MetadataRow struct {
 	UpdatedAt time.Time `json:"updated_at"`
 	// Withheld is the length in bytes of a body above the store's
 	// OpenOptions.MaxBodyBytes, which was not read (Metadata is nil); 0
-	// when the body was read.
+	// when the body was read. Negative: a body within the cap withheld
+	// because the read's bodies passed OpenOptions.MaxTotalBytes (its
+	// length negated): read the row again to have it.
 	Withheld int64 `json:"withheld,omitempty"`
 }
 
@@ -185,6 +187,9 @@ type Replica struct {
 	// sets them).
 	Clash   string    `json:"clash,omitempty"`
 	ClashAt time.Time `json:"clash_at,omitzero"`
+	// Node is what the sidecar sees of its replica node (Reported false:
+	// nothing).
+	Node Node `json:"node,omitzero"`
 }
 
 // Watermark is the store's current head: the newest journal seq and when it

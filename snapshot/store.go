@@ -35,17 +35,34 @@ type OpenOptions struct {
 	// (MetadataRow.Withheld), so one oversized row costs no memory. 0: no
 	// cap.
 	MaxBodyBytes int64
+	// MaxTotalBytes caps the bodies one read returns in all: past it, in id
+	// order, bodies are withheld (MetadataRow.Withheld < 0) for the caller
+	// to read again, so a relist or a read of many large rows holds at most
+	// this much of them at once. 0: no cap.
+	MaxTotalBytes int64
 }
 
 // selectBody fills a metadata select's body column (%[1]s) and withheld
 // length (%[2]s): with a cap, a body longer than it is neither read nor
 // sent, only its length in bytes (length is the store's expression for
-// it).
-func selectBody(query, length string, limit int64) string {
-	if limit <= 0 {
+// it). With a total, bodies are sent in id order only while their running
+// sum stays within it; the later ones are withheld with their length
+// negated (MetadataRow.Withheld < 0: read them again), so that no read
+// holds more than total bytes of bodies at once.
+func selectBody(query, length string, limit, total int64) string {
+	if limit <= 0 && total <= 0 {
 		return fmt.Sprintf(query, "m.metadata", "0")
 	}
+	within := "1 = 1"
+	if limit > 0 {
+		within = fmt.Sprintf("%s <= %d", length, limit)
+	}
+	keep := within
+	if total > 0 {
+		keep = fmt.Sprintf("%s AND sum(CASE WHEN %s THEN %s ELSE 0 END) OVER (ORDER BY m.id ROWS UNBOUNDED PRECEDING) <= %d",
+			within, within, length, total)
+	}
 	return fmt.Sprintf(query,
-		fmt.Sprintf("CASE WHEN %s > %d THEN NULL ELSE m.metadata END", length, limit),
-		fmt.Sprintf("CASE WHEN %s > %d THEN %s ELSE 0 END", length, limit, length))
+		fmt.Sprintf("CASE WHEN %s THEN m.metadata ELSE NULL END", keep),
+		fmt.Sprintf("CASE WHEN m.metadata IS NULL OR %s THEN 0 WHEN %s THEN -%s ELSE %s END", keep, within, length, length))
 }

@@ -215,5 +215,11 @@ func describeReplica(r *registry.ReplicaStatus, now time.Time) string {
 	if r.Remedy != "" {
 		s += "; remedy: " + clean(r.Remedy)
 	}
+	if !r.LastMessage.IsZero() {
+		s += "; last message " + age(now, r.LastMessage) + " ago"
+	}
+	if !r.LastProbe.IsZero() {
+		s += "; last probe " + age(now, r.LastProbe) + " ago: " + clean(r.Probe)
+	}
 	return s
 }

@@ -28,7 +28,6 @@ type Client struct {
 	secret    snapshot.Secret
 	transport *http.Transport
 	http      *http.Client
-	openapi   []byte
 	closed    atomic.Bool
 	// recheck probes upstream again as materializing did (Revalidate).
 	recheck func(ctx context.Context) error
@@ -74,10 +73,6 @@ func (c *Client) Spec() Spec { return c.spec }
 
 // BaseURL returns a copy of the connector's baseUrl.
 func (c *Client) BaseURL() *url.URL { u := *c.spec.BaseURL; return &u }
-
-// OpenAPI returns the OpenAPI document fetched at materialization, as
-// fetched (JSON or YAML); nil for rest connectors.
-func (c *Client) OpenAPI() []byte { return c.openapi }
 
 // NewRequest returns a request for path relative to baseUrl ("/accounts?
 // limit=5") or for an absolute URL within baseUrl's origin; another origin

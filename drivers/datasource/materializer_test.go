@@ -217,7 +217,7 @@ func TestFailuresReturnNilInterface(t *testing.T) {
 	t.Parallel()
 	m := datasource.New(datasource.Options{SQLiteDir: t.TempDir(), ConnectTimeout: 2 * time.Second})
 	for _, body := range []string{
-		record("postgres", fields(freePort(t), "dsdb"), "", true), // nothing listens
+		record("postgres", fields(proctest.FreePort(t), "dsdb"), "", true), // nothing listens
 		record("sqlite", `{"path":"missing.db"}`, "", true),
 		record("mysql", `{}`, "", true),
 	} {

@@ -12,17 +12,6 @@ func netListen() (net.Listener, error) { return net.Listen("tcp", "127.0.0.1:0")
 
 func portOf(l net.Listener) int { return l.Addr().(*net.TCPAddr).Port }
 
-func freePort(t *testing.T) int {
-	t.Helper()
-	// A port no one listens on: bind, note, release.
-	l, err := netListen()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return portOf(l)
-}
-
 func pgxParse(s string) (*pgconn.Config, error) { return pgconn.ParseConfig(s) }
 
 // openFDs counts the process's open file descriptors.

@@ -110,7 +110,7 @@ func TestPostgres(t *testing.T) {
 			`: database "nodb" does not exist (SQLSTATE 3D000, invalid catalog name)`)
 	})
 	t.Run("wrong port is transient", func(t *testing.T) {
-		p := freePort(t)
+		p := proctest.FreePort(t)
 		inst, err := f.m.Materialize(ctx, desired(record("postgres", fields(p, "dsdb"), "", true), canary))
 		assertClass(t, inst, err, reconcile.ClassTransient, fmt.Sprintf("datasource crm: connect 127.0.0.1:%d: …", p))
 	})

@@ -42,8 +42,10 @@ func New(opts Options) *Compiler {
 type Item struct {
 	Type string
 	Name string
-	// Body is the item's metadata JSON object as stored.
-	Body json.RawMessage
+	// Bytes is the length of the body compiled. The body itself is not
+	// kept: the store has it, and a registry of large items would hold
+	// every one of them for good.
+	Bytes int
 	// Refs are what the body references (metadata.Parse's order: by kind,
 	// then name; an object's own name included when it references itself).
 	Refs []metadata.Ref
@@ -100,10 +102,10 @@ func compile(typ, name string, body json.RawMessage, lim metadata.Limits) (*Item
 		return nil, reconcile.Invalid(err, "%s", err.Error())
 	}
 	it := &Item{
-		Type: typ,
-		Name: name,
-		Body: append(json.RawMessage(nil), body...),
-		Refs: md.Refs,
+		Type:  typ,
+		Name:  name,
+		Bytes: len(body),
+		Refs:  md.Refs,
 	}
 	if md.Object != nil {
 		it.Fields, it.Datasource = md.Object.Fields, md.Object.Datasource

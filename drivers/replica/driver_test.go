@@ -16,6 +16,7 @@ import (
 
 	"github.com/objectstack-fleet/reconciler/drivers/replica"
 	"github.com/objectstack-fleet/reconciler/drivers/replica/replicatest"
+	"github.com/objectstack-fleet/reconciler/internal/proctest"
 	"github.com/objectstack-fleet/reconciler/reconcile"
 	"github.com/objectstack-fleet/reconciler/registry"
 )
@@ -155,13 +156,7 @@ func (tp *tap) count(channel string) int {
 // eventually polls cond until it holds or the deadline passes.
 func eventually(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	proctest.Eventually(t, 30*time.Second, 10*time.Millisecond, what, cond)
 }
 
 func change(kind registry.Kind, key string, action reconcile.Action) reconcile.ChangeSet {
@@ -197,6 +192,8 @@ func TestObjectCreatedChangedDeleted(t *testing.T) {
 	}
 	if st, _ := d.Status(registry.KindEngine, "object/task"); st.Attempts != 1 {
 		t.Fatalf("attempts = %d, want 1", st.Attempts)
+	} else if st.LastMessage.IsZero() || st.LastProbe.IsZero() || st.Probe != "in-sync" || st.LastProbe.Before(st.LastMessage) {
+		t.Fatalf("last message %v, last probe %v: %q (want a message, then a probe answering in-sync)", st.LastMessage, st.LastProbe, st.Probe)
 	}
 
 	r.db.Put("object", "task", object("subject", "priority"))

@@ -10,6 +10,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/objectstack-fleet/reconciler/internal/coalesce"
+	"github.com/objectstack-fleet/reconciler/internal/proctest"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -17,13 +18,7 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 // waitFor polls cond until it holds or a generous deadline passes.
 func waitFor(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(time.Millisecond)
-	}
+	proctest.Eventually(t, 10*time.Second, time.Millisecond, what, cond)
 }
 
 func TestConcurrentCallersShareOneRun(t *testing.T) {

@@ -95,6 +95,18 @@ func Eventually(t testing.TB, within, tick time.Duration, what string, cond func
 	}
 }
 
+// FreePort returns a loopback TCP port nothing listens on right now.
+func FreePort(t testing.TB) int {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := ln.Addr().(*net.TCPAddr).Port
+	_ = ln.Close()
+	return port
+}
+
 // FreeAddr returns a loopback address nothing listens on right now.
 func FreeAddr(t testing.TB) string {
 	t.Helper()

@@ -2,15 +2,15 @@ package testdb
 
 import (
 	"fmt"
-	"net"
 	"net/url"
 	"os"
 	"os/exec"
 	"os/user"
 	"path/filepath"
 	"sort"
-	"strconv"
 	"testing"
+
+	"github.com/objectstack-fleet/reconciler/internal/proctest"
 )
 
 // Cluster is a private PostgreSQL server owned by one test, for tests that
@@ -65,7 +65,7 @@ func NewCluster(t testing.TB, opts ...ClusterOption) *Cluster {
 		}
 		_ = os.Chmod(dir, 0o755)
 	}
-	c.port = freePort(t)
+	c.port = proctest.FreePort(t)
 	t.Cleanup(func() {
 		_ = c.run("pg_ctl", "-D", c.data(), "-m", "immediate", "stop")
 		_ = os.RemoveAll(dir)
@@ -185,14 +185,4 @@ func currentUser() string {
 		return u.Username
 	}
 	return "postgres"
-}
-
-func freePort(t testing.TB) int {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatalf("free port: %v", err)
-	}
-	defer l.Close()
-	p, _ := strconv.Atoi(fmt.Sprint(l.Addr().(*net.TCPAddr).Port))
-	return p
 }

@@ -7,6 +7,8 @@ import (
 	"sort"
 	"strconv"
 	"testing"
+
+	"github.com/objectstack-fleet/reconciler/internal/proctest"
 )
 
 // NewStandby makes a hot standby of c that streams from it
@@ -25,7 +27,7 @@ func (c *Cluster) NewStandby(t testing.TB) *Cluster {
 		}
 		_ = os.Chmod(dir, 0o755)
 	}
-	s.port = freePort(t)
+	s.port = proctest.FreePort(t)
 	t.Cleanup(func() {
 		_ = s.run("pg_ctl", "-D", s.data(), "-m", "immediate", "stop")
 		_ = os.RemoveAll(dir)
