@@ -833,7 +833,14 @@ func (d *Driver) observe(ctx context.Context) {
 		channels[i] = d.prefix + "ps:" + c
 	}
 	for ctx.Err() == nil {
-		err := d.opts.Bus.Subscribe(ctx, channels, nil, func(channel string, msg []byte) {
+		// A subscription (re)established while publishing failed: the bus
+		// is back, so the entries waiting out their backoff go now.
+		ready := func() {
+			if d.condition(condBus) != "" {
+				d.recheck()
+			}
+		}
+		err := d.opts.Bus.Subscribe(ctx, channels, ready, func(channel string, msg []byte) {
 			o, ok := decodeObserved(strings.TrimPrefix(channel, d.prefix+"ps:"), msg)
 			if !ok {
 				return
