@@ -404,7 +404,10 @@ func (r *Reconciler) guardPass(ctx context.Context) []Change {
 		switch {
 		case err != nil:
 			r.log.WarnContext(ctx, "guard: reading the fleet's releases failed", slog.String("error", err.Error()))
-		case rel.ID > g.released:
+		case covers(g.pending, rel.ID):
+			// Any release newer than what a record came after covers it
+			// (not "newer than the last seen": a restored store's release
+			// ids start again).
 			g.released = rel.ID
 			r.log.LogAttrs(ctx, slog.LevelInfo, "guard: fleet release seen", slog.Int64("release", rel.ID), slog.String("by", rel.By), slog.Time("at", rel.At))
 			changes = append(changes, r.releaseGuard(ctx, false, rel.ID)...)
@@ -414,6 +417,16 @@ func (r *Reconciler) guardPass(ctx context.Context) []Change {
 		r.saveGuard(ctx)
 	}
 	return changes
+}
+
+// covers reports whether release id covers a pending guarded eviction.
+func covers(pending map[registry.Ref]*guarded, id int64) bool {
+	for _, gd := range pending {
+		if gd.after < id {
+			return true
+		}
+	}
+	return false
 }
 
 // saveGuard writes the pending guard to the store and learns the release

@@ -93,6 +93,9 @@ type Options struct {
 	Metrics *Metrics
 	// Logger (nil: discard).
 	Logger *slog.Logger
+	// OnSettle, if set, is called (without blocking) when an entry's
+	// change becomes served: the converged revision may have moved.
+	OnSettle func()
 }
 
 // class is how an entry's replica state can be observed.
@@ -132,6 +135,15 @@ type entry struct {
 	due       time.Time // next step; zero: nothing to do
 	running   bool      // a step is in flight
 	status    registry.ReplicaStatus
+	// The last message published and the last probe (explain shows them).
+	lastMessage, lastProbe time.Time
+	probe                  string
+
+	rev       int64     // the revision of the change (converge.go)
+	revAt     time.Time // its watermark time, store's clock (zero: unknown)
+	held      bool      // the loop holds the entry: its row is invalid, nothing to serve
+	observed  bool      // the change's convergence time was observed
+	settledAt time.Time // store's clock when this generation settled (zero: not yet)
 }
 
 // Driver drives one replica through the platform's lanes and verifies it.
@@ -151,12 +163,21 @@ type Driver struct {
 	downErr     string               // why, while it lasts
 	versionSeen bool                 // the replica's version was read once
 	restarts    int                  // replica restarts noticed
+	applied     int                  // entries a lane brought from nudged to in-sync since the replica (re)started
 	peerSeen    time.Time            // when a message of another origin was last seen (zero: never)
 	wake        chan struct{}
 	conds       map[string]string // condition → its error, while it lasts
 	lastErr     string            // the last condition's error, kept after it ended
 	lastAt      time.Time         // when lastErr was seen
 	repaired    map[string]string // object key → the body checksum last repaired (once per body)
+
+	// converge.go: the store's clock at the last read (storeAt) and this
+	// host's then (localAt); the highest revision told; deletions that
+	// settled and were dropped, the highest and the last time.
+	storeAt, localAt time.Time
+	told             int64
+	goneRev          int64
+	lastGone         time.Time
 }
 
 var _ reconcile.Notifier = (*Driver)(nil)
@@ -222,6 +243,9 @@ func New(opts Options) (*Driver, error) {
 func (d *Driver) Notify(cs reconcile.ChangeSet) {
 	now := time.Now()
 	d.mu.Lock()
+	if !cs.StoreAt.IsZero() && !cs.PolledAt.IsZero() {
+		d.storeAt, d.localAt = cs.StoreAt, cs.PolledAt
+	}
 	for _, c := range cs.Changes {
 		d.noteLocked(c, now)
 	}
@@ -247,6 +271,11 @@ func (d *Driver) noteLocked(c reconcile.Change, now time.Time) {
 	e.deleted = deleted
 	e.lanes = lanesFor(c.Kind, parts, deleted)
 	d.restartLocked(e, now, now.Add(-d.opts.Window))
+	e.rev, e.revAt, e.held, e.observed = c.Revision, c.At, c.State == registry.StateHeld, false
+	if e.revAt.IsZero() {
+		e.revAt = d.storeNowLocked() // an eviction: the row's time is gone with it
+	}
+	d.told = max(d.told, c.Revision)
 	// A datasource rebuilt while it stays active looks the same in the
 	// node's list before and after (status ok): tell the node once, then
 	// look.
@@ -261,6 +290,7 @@ func (d *Driver) restartLocked(e *entry, now, coverFrom time.Time) {
 	e.published = false
 	e.attempts = 0
 	e.failures = 0
+	e.settledAt = time.Time{}
 	e.due = now.Add(d.jitterLocked(now))
 	e.status = registry.ReplicaStatus{State: registry.ReplicaPending, Since: now}
 }
@@ -322,7 +352,9 @@ func (d *Driver) Status(kind registry.Kind, key string) (registry.ReplicaStatus,
 	if !ok {
 		return registry.ReplicaStatus{}, false
 	}
-	return e.status, true
+	st := e.status
+	st.LastMessage, st.LastProbe, st.Probe = e.lastMessage, e.lastProbe, e.probe
+	return st, true
 }
 
 // Counts returns how many entries are in each replica state.
@@ -455,8 +487,20 @@ func (d *Driver) step(ctx context.Context, e *entry) {
 	out := d.decide(ctx, p)
 
 	d.mu.Lock()
-	defer d.mu.Unlock()
+	settled := false
+	defer func() {
+		d.mu.Unlock()
+		if settled && d.opts.OnSettle != nil {
+			d.opts.OnSettle()
+		}
+	}()
 	e.running = false
+	if !out.messageAt.IsZero() {
+		e.lastMessage = out.messageAt
+	}
+	if !out.probeAt.IsZero() {
+		e.lastProbe, e.probe = out.probeAt, out.probe
+	}
 	if e.gen != p.gen || ctx.Err() != nil {
 		return // changed meanwhile: the new generation is already scheduled
 	}
@@ -470,10 +514,17 @@ func (d *Driver) step(ctx context.Context, e *entry) {
 		} else {
 			out.status.Since = time.Now()
 		}
+		if e.status.State == registry.ReplicaNudged && out.status.State == registry.ReplicaInSync {
+			d.applied++
+		}
 		e.status = out.status
 	}
+	settled = d.settledLocked(e)
 	if e.deleted && e.due.IsZero() && e.status.State.Settled() {
 		delete(d.entries, p.ref) // the deletion reached the replica as far as anyone can tell
+		if e.settledAt.After(d.lastGone) {
+			d.lastGone = e.settledAt
+		}
 	}
 	d.countLocked()
 }
@@ -485,6 +536,10 @@ type outcome struct {
 	attempts  int
 	failures  int
 	due       time.Time // zero: done until the next change or restart
+	// messageAt is when this step published (zero: it did not); probeAt
+	// when it probed and probe what the replica answered.
+	messageAt, probeAt time.Time
+	probe              string
 }
 
 func (d *Driver) decide(ctx context.Context, p plan) outcome {
@@ -505,11 +560,13 @@ func (d *Driver) decide(ctx context.Context, p plan) outcome {
 			return d.publishOnce(ctx, p, out, now, registry.ReplicaPending)
 		}
 		v, detail, err = d.check(ctx, p)
+		out.noteProbe(v, err)
 	default:
 		if p.tellFirst && !p.published && !d.opts.Shadow {
 			return d.publishOnce(ctx, p, out, now, registry.ReplicaPending)
 		}
 		v, detail, err = d.check(ctx, p)
+		out.noteProbe(v, err)
 	}
 	if err != nil {
 		// The failure count is kept until the entry settles, so the waits
@@ -561,6 +618,7 @@ func (d *Driver) decide(ctx context.Context, p plan) outcome {
 	if err := d.publish(ctx, p); err != nil {
 		return d.notPublished(out, now, err)
 	}
+	out.messageAt = time.Now()
 	out.published = true
 	out.attempts++
 	out.failures = 0
@@ -571,6 +629,14 @@ func (d *Driver) decide(ctx context.Context, p plan) outcome {
 			slog.Int("attempts", out.attempts), slog.String("reason", detail))
 	}
 	return out
+}
+
+// noteProbe records a probe's answer in the outcome.
+func (out *outcome) noteProbe(v verdict, err error) {
+	out.probeAt, out.probe = time.Now(), v.String()
+	if err != nil {
+		out.probe = "failed: " + err.Error()
+	}
 }
 
 // publishOnce publishes the entry's lanes once for this generation, unless
@@ -584,6 +650,7 @@ func (d *Driver) publishOnce(ctx context.Context, p plan, out outcome, now time.
 		if err := d.publish(ctx, p); err != nil {
 			return d.notPublished(out, now, err)
 		}
+		out.messageAt = time.Now()
 		out.attempts++
 	}
 	out.published = true
@@ -768,7 +835,14 @@ func (d *Driver) observe(ctx context.Context) {
 		channels[i] = d.prefix + "ps:" + c
 	}
 	for ctx.Err() == nil {
-		err := d.opts.Bus.Subscribe(ctx, channels, nil, func(channel string, msg []byte) {
+		// A subscription (re)established while publishing failed: the bus
+		// is back, so the entries waiting out their backoff go now.
+		ready := func() {
+			if d.condition(condBus) != "" {
+				d.recheck()
+			}
+		}
+		err := d.opts.Bus.Subscribe(ctx, channels, ready, func(channel string, msg []byte) {
 			o, ok := decodeObserved(strings.TrimPrefix(channel, d.prefix+"ps:"), msg)
 			if !ok {
 				return
@@ -892,6 +966,7 @@ func (d *Driver) heal(ctx context.Context, uptime float64) {
 	now := time.Now()
 	d.mu.Lock()
 	d.restarts++
+	d.applied = 0
 	n := len(d.entries)
 	for _, e := range d.entries {
 		d.restartLocked(e, now, now)
