@@ -362,6 +362,18 @@ func credentialWant(ref string) want {
 	return newWant(registry.KindCredential, "", registry.CredentialKey(ref))
 }
 
+// MetadataRef is the entry a sys_metadata row is desired as (when active):
+// a connector, a datasource or an engine item, by its key.
+func MetadataRef(row *snapshot.MetadataRow) registry.Ref {
+	switch row.Type {
+	case "connector":
+		return registry.Ref{Kind: registry.KindConnector, Key: registry.NamedKey(row.OrganizationID, row.Name, row.PackageID)}
+	case "datasource":
+		return registry.Ref{Kind: registry.KindDatasource, Key: registry.NamedKey(row.OrganizationID, row.Name, row.PackageID)}
+	}
+	return registry.Ref{Kind: registry.KindEngine, Key: registry.EngineKey(row.OrganizationID, row.Type, row.Name, row.PackageID)}
+}
+
 // metadataNode returns the node of a sys_metadata row, or nil when the row
 // is not desired (not active, a disabled connector, an inactive
 // datasource). A body that cannot be parsed still gets a node, carrying
@@ -371,16 +383,11 @@ func metadataNode(row *snapshot.MetadataRow, lim metadata.Limits) *node {
 		return nil
 	}
 	n := &node{addr: snapshot.Address{Table: snapshot.TableMetadata, Key: row.ID}, rev: row.Revision,
-		org: row.OrganizationID, pkg: row.PackageID}
-	switch row.Type {
-	case "connector":
-		n.ref = registry.Ref{Kind: registry.KindConnector, Key: registry.NamedKey(row.OrganizationID, row.Name, row.PackageID)}
-		n.sym = symOf(registry.KindConnector, "", row.Name)
-	case "datasource":
-		n.ref = registry.Ref{Kind: registry.KindDatasource, Key: registry.NamedKey(row.OrganizationID, row.Name, row.PackageID)}
-		n.sym = symOf(registry.KindDatasource, "", row.Name)
+		org: row.OrganizationID, pkg: row.PackageID, ref: MetadataRef(row)}
+	switch n.ref.Kind {
+	case registry.KindConnector, registry.KindDatasource:
+		n.sym = symOf(n.ref.Kind, "", row.Name)
 	default:
-		n.ref = registry.Ref{Kind: registry.KindEngine, Key: registry.EngineKey(row.OrganizationID, row.Type, row.Name, row.PackageID)}
 		n.sym = symOf(registry.KindEngine, row.Type, row.Name)
 	}
 	// One pass canonicalizes the body for signatures and proves it JSON,

@@ -131,7 +131,8 @@ func (r *Reconciler) pass(ctx context.Context, trig Trigger, relist bool) error 
 	if len(res.Changes) > 0 {
 		r.metrics.PassDuration.Observe(res.Duration.Seconds())
 		if r.opts.Notifier != nil {
-			r.opts.Notifier.Notify(ChangeSet{Replica: r.opts.ReplicaID, Cursor: r.cursor.String(), Changes: res.Changes})
+			r.opts.Notifier.Notify(ChangeSet{Replica: r.opts.ReplicaID, Cursor: r.cursor.String(), Changes: res.Changes,
+				StoreAt: r.cursor.At, PolledAt: r.polledAt})
 		}
 	}
 	// The stall check is a store call too: one that fails (a path that
@@ -195,7 +196,8 @@ func (r *Reconciler) refreshStall(ctx context.Context) error {
 func (r *Reconciler) pollPass(ctx context.Context, res *PassResult) ([]Change, error) {
 	t0 := time.Now()
 	addrs, next, err := r.src.Poll(ctx, r.cursor)
-	r.metrics.PollDuration.Observe(time.Since(t0).Seconds())
+	polled := time.Now()
+	r.metrics.PollDuration.Observe(polled.Sub(t0).Seconds())
 	switch {
 	case errors.Is(err, snapshot.ErrCursorExpired):
 		r.log.WarnContext(ctx, "cursor expired, relisting", slog.String("cursor", r.cursor.String()))
@@ -234,14 +236,14 @@ func (r *Reconciler) pollPass(ctx context.Context, res *PassResult) ([]Change, e
 	defer r.retried(asked) // once applied (or failed: the callers look again)
 	addrs = r.takeRereads(addrs)
 	if len(addrs) == 0 && len(forced) == 0 {
-		r.cursor = next
+		r.cursor, r.polledAt = next, polled
 		return nil, nil
 	}
 	changes, err := r.applyDelta(ctx, addrs, forced)
 	if err != nil {
 		return changes, err
 	}
-	r.cursor = next
+	r.cursor, r.polledAt = next, polled
 	return changes, nil
 }
 
@@ -254,6 +256,7 @@ func (r *Reconciler) applyDelta(ctx context.Context, addrs []snapshot.Address, f
 		if err != nil {
 			return nil, fmt.Errorf("read %d changed rows: %w", len(addrs), err)
 		}
+		r.setRevision(max(r.revision(), maxRevision(got)))
 		rows.add(got)
 	}
 	seen := make(map[snapshot.Address]bool, len(addrs))
@@ -376,6 +379,7 @@ func (r *Reconciler) relistPass(ctx context.Context, trig Trigger) ([]Change, er
 		restoreGC = raiseGC(r.opts.SyncGCPercent)
 	}
 	all, cur, parsed, err := r.relistRows(ctx)
+	polled := time.Now()
 	if err == nil {
 		err = r.loadGuard(ctx) // once, before the first relist applies
 	}
@@ -394,7 +398,8 @@ func (r *Reconciler) relistPass(ctx context.Context, trig Trigger) ([]Change, er
 		return nil, fmt.Errorf("relist (%s): %w", trig, err)
 	}
 	restoreGC() // before Synced: a synced process runs at its own setting
-	r.cursor = cur
+	r.cursor, r.polledAt = cur, polled
+	r.setRevision(maxRevision(all))
 	r.relistReason = ""
 	r.markSynced()
 	return changes, nil
@@ -476,6 +481,34 @@ func (row rowOf) revision() int64 {
 		return row.cred.Revision
 	}
 	return 0
+}
+
+// revisionAt is the row's watermark time (store clock).
+func (row rowOf) revisionAt() time.Time {
+	switch {
+	case row.meta != nil:
+		return row.meta.UpdatedAt
+	case row.secret != nil:
+		return row.secret.UpdatedAt
+	case row.cred != nil:
+		return row.cred.UpdatedAt
+	}
+	return time.Time{}
+}
+
+// maxRevision is the highest revision among rows.
+func maxRevision(rows snapshot.Rows) int64 {
+	var n int64
+	for i := range rows.Metadata {
+		n = max(n, rows.Metadata[i].Revision)
+	}
+	for i := range rows.Secrets {
+		n = max(n, rows.Secrets[i].Revision)
+	}
+	for i := range rows.Credentials {
+		n = max(n, rows.Credentials[i].Revision)
+	}
+	return n
 }
 
 func (row rowOf) body() []byte {

@@ -55,7 +55,8 @@ type Reconciler struct {
 	modelMu      sync.RWMutex
 	model        *model
 	cursor       snapshot.Cursor
-	relistReason Trigger // non-empty: the next pass must relist
+	polledAt     time.Time // this process's clock when cursor was read
+	relistReason Trigger   // non-empty: the next pass must relist
 	retries      map[registry.Ref]time.Time
 	waits        map[registry.Ref]<-chan struct{} // held until a shared resource frees (HeldUntil)
 	flights      []*flight                        // batches outlasting their pass (late.go)
@@ -237,6 +238,24 @@ func (r *Reconciler) Status() Status {
 	s.Guard.Kinds = maps.Clone(s.Guard.Kinds)
 	s.Abandoned = r.abandoned.count()
 	return s
+}
+
+// revision is the highest revision among the rows the loop has read
+// (relists and changed rows): every change up to it is applied.
+func (r *Reconciler) revision() int64 {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.status.Revision
+}
+
+// setRevision records the highest revision read, and when (the store's
+// clock of the read) it last moved.
+func (r *Reconciler) setRevision(rev int64) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if rev != r.status.Revision {
+		r.status.Revision, r.status.RevisionAt = rev, r.cursor.At
+	}
 }
 
 // Run relists, then polls until ctx ends. It returns nil when ctx ended,
