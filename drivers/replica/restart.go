@@ -171,6 +171,7 @@ type view struct {
 	staleSince time.Time // when the oldest stale entry became stale
 	pending    int
 	nudged     int
+	nudgedRefs map[registry.Ref]bool
 	restarts   int
 	deaf       bool
 }
@@ -178,7 +179,7 @@ type view struct {
 func (d *Driver) restartView() view {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	v := view{restarts: d.restarts}
+	v := view{restarts: d.restarts, nudgedRefs: map[registry.Ref]bool{}}
 	laneNudged := 0
 	for ref, e := range d.entries {
 		switch e.status.State {
@@ -191,6 +192,7 @@ func (d *Driver) restartView() view {
 			v.pending++
 		case registry.ReplicaNudged:
 			v.nudged++
+			v.nudgedRefs[ref] = true
 			if lanesApply(e.class) && e.status.Attempts >= deafAttempts {
 				laneNudged++
 			}
@@ -492,7 +494,17 @@ func (r *Restarter) restart(ctx context.Context, lease snapshot.Lease, v view) {
 		if noticed && node.Ready && readyAt.IsZero() {
 			readyAt = time.Now()
 		}
-		if noticed && node.Ready && now.pending == 0 && now.nudged == 0 {
+		// Healed: every entry checked again, and every one the node served
+		// before it restarted served again (run-time objects registered
+		// again). Entries nudged before the restart (rows no node applies)
+		// do not hold the lease.
+		relapsed := 0
+		for ref := range now.nudgedRefs {
+			if !v.nudgedRefs[ref] {
+				relapsed++
+			}
+		}
+		if noticed && node.Ready && now.pending == 0 && relapsed == 0 {
 			var left []registry.Ref
 			for _, ref := range now.stale {
 				if slices.Contains(v.stale, ref) {
@@ -513,7 +525,7 @@ func (r *Restarter) restart(ctx context.Context, lease snapshot.Lease, v view) {
 			case noticed && !node.Ready:
 				why = "the replica is not ready"
 			case noticed:
-				why = fmt.Sprintf("%d entries pending, %d nudged", now.pending, now.nudged)
+				why = fmt.Sprintf("%d entries pending, %d nudged that it served before", now.pending, relapsed)
 			}
 			r.finish(ctx, lease, registry.RestartFailed, "unhealed", fmt.Sprintf("not ready and healed within replica.restart.lease_timeout (%s): %s", r.opts.LeaseTimeout, why), start)
 			return
