@@ -35,6 +35,10 @@ const (
 // 5 s to exit on SIGTERM) and returns; the node's boot is waited for after.
 const restartCommandTimeout = 2 * time.Minute
 
+// refusedRetry is how many intervals a refused restart waits before the
+// fleet is asked again.
+const refusedRetry = 3
+
 // deafAttempts is how many messages an entry must have been sent, still
 // not applied, before a replica that applied none is called deaf.
 const deafAttempts = 4
@@ -88,6 +92,8 @@ type Restarter struct {
 	d    *Driver
 	opts RestartOptions
 	log  *slog.Logger
+
+	retryAt time.Time // a refused restart is looked at again then (Run's goroutine only)
 
 	mu    sync.Mutex
 	node  snapshot.Node
@@ -408,6 +414,12 @@ func (r *Restarter) decide(ctx context.Context, v view) {
 		r.setPhase(ctx, registry.RestartPlanned, fmt.Sprintf("%s: restart at %s (replica.restart.min_interval %s since the last one)", what, stamp(next), r.opts.MinInterval), "")
 		return
 	}
+	// A refused restart is looked at again every few intervals, not every
+	// one: each look reads the fleet's heartbeats.
+	if r.node.Restart.Phase == registry.RestartRefused && now.Before(r.retryAt) {
+		return
+	}
+	r.retryAt = now.Add(refusedRetry * r.opts.Interval)
 	if ok, why, label := r.safe(ctx); !ok {
 		r.setPhase(ctx, registry.RestartRefused, what+": "+why, label)
 		return
