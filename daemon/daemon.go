@@ -217,6 +217,7 @@ func (d *Daemon) Run(ctx context.Context) error {
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	metrics := reconcile.NewMetrics(reg)
 	replicaMetrics := replica.NewMetrics(reg)
+	restartMetrics := replica.NewRestartMetrics(reg)
 
 	notifier, notifyRunners, err := d.notifier(cfg)
 	if err != nil {
@@ -239,6 +240,10 @@ func (d *Daemon) Run(ctx context.Context) error {
 		return err
 	}
 	hb := &heartbeater{store: store, version: d.opts.Version, log: log, every: HeartbeatInterval(cfg.PollInterval), wake: make(chan struct{}, 1)}
+	rs := d.restarter(cfg, drv, store, restartMetrics, hb.poke)
+	if rs != nil {
+		hb.node = rs.Node
+	}
 	rec := reconcile.New(store, reconcile.Options{
 		ReplicaID:          cfg.ReplicaID,
 		PollInterval:       cfg.PollInterval,
@@ -257,7 +262,7 @@ func (d *Daemon) Run(ctx context.Context) error {
 		Metrics:            metrics,
 		Logger:             log,
 		OnPass:             hb.onPass,
-		ReplicaDrift:       replicaView{drv}.ReplicaDrift,
+		ReplicaDrift:       replicaView{drv: drv}.ReplicaDrift,
 		Guard:              guardOptions(cfg, store),
 	})
 	hb.status = rec
@@ -275,7 +280,7 @@ func (d *Daemon) Run(ctx context.Context) error {
 		WriteDrift: drift.write,
 		Version:    d.opts.Version,
 		Store:      redact.URL(cfg.StoreURL),
-		Replica:    replicaView{drv},
+		Replica:    replicaView{drv: drv, rs: rs},
 		Fleet:      fleetReader(store, cfg.PollInterval),
 		Guard:      rec,
 		Warnings:   hb.warnings,
@@ -313,6 +318,9 @@ func (d *Daemon) Run(ctx context.Context) error {
 	part("journal pruning", pruner{store: store, retention: cfg.JournalRetention, log: log}.run)
 	for _, nr := range notifyRunners {
 		part("notify", nr)
+	}
+	if rs != nil {
+		part("replica restart", rs.Run)
 	}
 	if h, ok := store.(snapshot.Hinter); ok && cfg.HintListen {
 		part("hint listener", func(ctx context.Context) error { return h.Listen(ctx, rec.Hint) })

@@ -35,6 +35,8 @@ type heartbeater struct {
 	log     *slog.Logger
 	every   time.Duration
 	wake    chan struct{}
+	// node, if set, reports the replica node beside the sidecar.
+	node func() snapshot.Node
 
 	mu      sync.Mutex
 	lastErr string
@@ -42,6 +44,15 @@ type heartbeater struct {
 	failing bool
 	clash   string    // another process writing this replica id's heartbeat
 	clashAt time.Time // when it was last seen
+}
+
+// poke asks for a heartbeat now (what it reports changed). It never
+// blocks.
+func (h *heartbeater) poke() {
+	select {
+	case h.wake <- struct{}{}:
+	default:
+	}
 }
 
 // onPass is the loop's OnPass hook: it must not block.
@@ -143,6 +154,9 @@ func (h *heartbeater) write(ctx context.Context, stopped bool) error {
 		Counts:      counts,
 		Stopped:     stopped,
 		LastError:   st.LastError,
+	}
+	if h.node != nil {
+		r.Node = h.node()
 	}
 	clash, err := h.store.Heartbeat(ctx, r)
 	if err != nil {

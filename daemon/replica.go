@@ -61,6 +61,33 @@ func (d *Daemon) replicaDriver(cfg *config.Config, m *replica.Metrics, store sna
 	return drv, bus.Close, nil
 }
 
+// restarter builds the Restarter of the driven replica (nil driver: none).
+// Without replica.restart.command it only reports: the node's readiness in
+// the heartbeats, a replica that applies no lane, the restart that stale
+// entries call for.
+func (d *Daemon) restarter(cfg *config.Config, drv *replica.Driver, store replica.RestartStore, m *replica.RestartMetrics, onChange func()) *replica.Restarter {
+	if drv == nil {
+		return nil
+	}
+	return replica.NewRestarter(drv, replica.RestartOptions{
+		ReplicaID:    cfg.ReplicaID,
+		Command:      cfg.RestartCommand,
+		After:        cfg.RestartAfter,
+		MinInterval:  cfg.RestartMinInterval,
+		LeaseTimeout: cfg.RestartLeaseTimeout,
+		Shadow:       restartShadow(cfg),
+		Store:        store,
+		Beat:         HeartbeatInterval(cfg.PollInterval),
+		OnChange:     onChange,
+		Metrics:      m,
+		Logger:       d.log,
+	})
+}
+
+// restartShadow: in shadow mode (replica.mode: shadow) the restart it
+// would do is reported and not done.
+func restartShadow(cfg *config.Config) bool { return strings.EqualFold(cfg.ReplicaMode, "shadow") }
+
 // repairStore is the store as the replica's schema repair uses it.
 type repairStore struct {
 	snapshot.Leaser
@@ -91,7 +118,10 @@ func (ns notifiers) Notify(cs reconcile.ChangeSet) {
 
 // replicaView is what the status API and drift reports show of the
 // replica (nil driver: nothing).
-type replicaView struct{ drv *replica.Driver }
+type replicaView struct {
+	drv *replica.Driver
+	rs  *replica.Restarter
+}
 
 // ItemReplica returns an entry's replica state (nil when not driven).
 func (v replicaView) ItemReplica(kind registry.Kind, key string) *registry.ReplicaStatus {
@@ -111,6 +141,10 @@ func (v replicaView) ReplicaSummary() *registry.ReplicaReport {
 		return nil
 	}
 	r := v.drv.Summary()
+	if v.rs != nil {
+		rep := v.rs.Report()
+		r.Restart = &rep
+	}
 	return &r
 }
 

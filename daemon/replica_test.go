@@ -97,10 +97,29 @@ func TestReplicaDriven(t *testing.T) {
 		ReplicaSync struct {
 			Counts    map[string]int `json:"counts"`
 			Reachable bool           `json:"reachable"`
+			Restart   *struct {
+				Phase   string `json:"phase"`
+				Enabled bool   `json:"enabled"`
+			} `json:"restart"`
 		} `json:"replica_sync"`
 	}
 	if err := json.Unmarshal([]byte(get("/v1/status")), &st); err != nil || st.ReplicaSync.Counts["in-sync"] != 1 || !st.ReplicaSync.Reachable || st.Replica == "" {
 		t.Fatalf("/v1/status replica: %v %+v", err, st)
+	}
+	// Restarts are off without replica.restart.command; the heartbeat
+	// carries the node's readiness all the same.
+	if r := st.ReplicaSync.Restart; r == nil || r.Phase != "off" || r.Enabled {
+		t.Fatalf("/v1/status restart: %+v", r)
+	}
+	deadline = time.Now().Add(20 * time.Second)
+	for {
+		if store.Int(t, `SELECT count(*) FROM sys_reconciler_replica WHERE replica_id = 'unit' AND node LIKE '%"reported":true,"ready":true%'`) == 1 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the heartbeat does not report a ready node")
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
 	var dr struct {
 		ReplicaSync *struct {
@@ -144,7 +163,8 @@ func TestReplicaMetricsWithoutReplica(t *testing.T) {
 	b, _ := io.ReadAll(resp.Body)
 	resp.Body.Close()
 	for _, fam := range []string{"reconciler_replica_publishes_total", "reconciler_replica_verifications_total",
-		"reconciler_replica_restarts_total", "reconciler_replica_nudges_total", "reconciler_replica_bus_messages_total", "reconciler_replica_entries"} {
+		"reconciler_replica_restarts_total", "reconciler_replica_nudges_total", "reconciler_replica_bus_messages_total", "reconciler_replica_entries",
+		"reconciler_replica_restart_phase", "reconciler_replica_restart_runs_total", "reconciler_replica_restart_refusals_total", "reconciler_replica_no_lanes"} {
 		if !strings.Contains(string(b), fam) {
 			t.Errorf("/metrics lacks %s", fam)
 		}

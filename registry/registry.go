@@ -11,10 +11,68 @@ type Registry struct {
 	kind    Kind
 	mu      sync.RWMutex
 	entries map[string]*Entry
-	// sorted are the keys in order, built by the first Page after a key
-	// came or went (nil: to be built), so that a page costs what it
-	// shows, not a sort of every key.
-	sorted []string
+	// sorted are the keys in order, built by the first Page (nil: to be
+	// built), so that a page costs what it shows, not a sort of every
+	// key. Keys that came since are in added, and removed counts those
+	// that went: the next Page merges them in (one pass over sorted)
+	// unless so many came that sorting again is as cheap.
+	sorted  []string
+	added   []string
+	removed int
+}
+
+// keyAdded and keyRemoved keep the order of Page up to date (r.mu held).
+func (r *Registry) keyAdded(key string) {
+	if r.sorted == nil {
+		return
+	}
+	r.added = append(r.added, key)
+	if len(r.added) > len(r.sorted)/8+64 {
+		r.sorted, r.added, r.removed = nil, nil, 0 // sorting again costs less
+	}
+}
+
+func (r *Registry) keyRemoved() {
+	if r.sorted != nil {
+		r.removed++
+	}
+}
+
+// order brings sorted up to date (r.mu held for writing).
+func (r *Registry) order() {
+	if r.sorted == nil {
+		keys := make([]string, 0, len(r.entries))
+		for k := range r.entries {
+			keys = append(keys, k)
+		}
+		sort.Strings(keys)
+		r.sorted, r.added, r.removed = keys, nil, 0
+		return
+	}
+	if len(r.added) == 0 && r.removed == 0 {
+		return
+	}
+	sort.Strings(r.added)
+	merged := make([]string, 0, len(r.entries))
+	a, b := r.sorted, r.added
+	for len(a) > 0 || len(b) > 0 {
+		var k string
+		if len(b) == 0 || (len(a) > 0 && a[0] <= b[0]) {
+			k, a = a[0], a[1:]
+		} else {
+			k, b = b[0], b[1:]
+		}
+		if n := len(merged); n > 0 && merged[n-1] == k {
+			continue // deleted and created again
+		}
+		if r.removed > 0 {
+			if _, ok := r.entries[k]; !ok {
+				continue
+			}
+		}
+		merged = append(merged, k)
+	}
+	r.sorted, r.added, r.removed = merged, nil, 0
 }
 
 // New returns an empty registry of kind k.
@@ -50,7 +108,7 @@ func (r *Registry) Put(e Entry) {
 	n := len(r.entries)
 	r.entries[e.Key] = stored
 	if len(r.entries) != n {
-		r.sorted = nil
+		r.keyAdded(e.Key)
 	}
 	r.mu.Unlock()
 }
@@ -69,7 +127,7 @@ func (r *Registry) Upsert(key string, fn func(e *Entry, existed bool)) {
 			e.KeyParts = p
 		}
 		r.entries[key] = e
-		r.sorted = nil
+		r.keyAdded(key)
 	}
 	parts := e.KeyParts
 	fn(e, ok)
@@ -107,7 +165,7 @@ func (r *Registry) Delete(key string) (Entry, bool) {
 		return Entry{}, false
 	}
 	delete(r.entries, key)
-	r.sorted = nil
+	r.keyRemoved()
 	return *e, true
 }
 
@@ -148,19 +206,12 @@ func (r *Registry) List(filter func(*Entry) bool) []Entry {
 // Page appends to out copies of the entries matching filter (nil: all)
 // whose keys sort after after ("": from the first), in key order, until
 // out holds limit entries (limit <= 0: no limit), and returns it. The
-// first page after keys came or went sorts them once; later pages cost
-// what they skip and show.
+// first page sorts the keys once; a page after keys came or went merges
+// them in; pages cost what they skip and show.
 func (r *Registry) Page(out []Entry, after string, limit int, filter func(*Entry) bool) []Entry {
-	r.mu.Lock() // may build the order
+	r.mu.Lock() // may bring the order up to date
 	defer r.mu.Unlock()
-	if r.sorted == nil || len(r.sorted) != len(r.entries) {
-		keys := make([]string, 0, len(r.entries))
-		for k := range r.entries {
-			keys = append(keys, k)
-		}
-		sort.Strings(keys)
-		r.sorted = keys
-	}
+	r.order()
 	i := 0
 	if after != "" {
 		i = sort.SearchStrings(r.sorted, after)

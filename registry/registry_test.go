@@ -155,6 +155,21 @@ func TestSetPage(t *testing.T) {
 	if got := keys(rest); got != "engine/object/aa engine/object/e@crm engine/view/c" {
 		t.Errorf("after a change: %s", got)
 	}
+	// Deleted and created again, created and deleted, between two pages.
+	s.Of(KindEngine).Delete("object/a")
+	s.Of(KindEngine).Put(Entry{Key: "object/a"})
+	s.Of(KindEngine).Put(Entry{Key: "object/zz"})
+	s.Of(KindEngine).Delete("object/zz")
+	if got := keys(s.Page(Query{Kind: KindEngine})); got != "engine/o1:object/d engine/object/a engine/object/aa engine/object/e@crm engine/view/c" {
+		t.Errorf("after churn: %s", got)
+	}
+	// Many created at once: sorted again.
+	for i := range 200 {
+		s.Of(KindEngine).Put(Entry{Key: fmt.Sprintf("view/n%03d", i)})
+	}
+	if got := s.Page(Query{Kind: KindEngine, AfterKind: KindEngine, After: "view/c", Limit: 2}); keys(got) != "engine/view/n000 engine/view/n001" {
+		t.Errorf("after 200 creates: %s", keys(got))
+	}
 }
 
 // A copy's history is its own: adding to it never shows in the stored

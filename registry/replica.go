@@ -91,6 +91,13 @@ type ReplicaStatus struct {
 	Error    string       `json:"error,omitempty"`    // why the replica does not agree yet, or the last failure
 	Remedy   string       `json:"remedy,omitempty"`   // what brings a stale or unservable entry back
 	Since    time.Time    `json:"since"`
+	// LastMessage is when a lane message for the entry was last published.
+	LastMessage time.Time `json:"last_message,omitzero"`
+	// LastProbe is when the replica was last asked about the entry, and
+	// Probe what it answered ("in-sync", "lacks", "stale", "unservable",
+	// "unobservable", or "failed: <why>").
+	LastProbe time.Time `json:"last_probe,omitzero"`
+	Probe     string    `json:"probe,omitempty"`
 }
 
 // ReplicaReport is the replica part of status (replica_sync of
@@ -120,6 +127,9 @@ type ReplicaReport struct {
 	// Lagging lists the entries whose replica state is drift (Drifted),
 	// sorted by kind and key (drift reports only).
 	Lagging []ReplicaItem `json:"lagging,omitempty"`
+	// Restart is the sidecar's restart of the replica (status only; nil
+	// in drift reports and without a replica).
+	Restart *ReplicaRestart `json:"restart,omitempty"`
 }
 
 // ReplicaItem is one entry of a ReplicaReport.

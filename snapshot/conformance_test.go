@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"reflect"
 	"slices"
 	"strings"
 	"sync"
@@ -12,6 +13,7 @@ import (
 	"time"
 
 	"github.com/objectstack-fleet/reconciler/internal/proctest"
+	"github.com/objectstack-fleet/reconciler/registry"
 	"github.com/objectstack-fleet/reconciler/snapshot"
 	"github.com/objectstack-fleet/reconciler/snapshot/snapshottest"
 )
@@ -322,6 +324,27 @@ VALUES ('sec_1', 'datasource', 'warehouse', 'local:v1', 'aes-256-gcm', 1, 'djE6Y
 			t.Fatal(err)
 		}
 		check("read", read, "active", "draft", "archived")
+
+		// The rows beside an active one: same type, name, organization
+		// and package, in another state.
+		for _, tc := range []struct{ typ, name, org, pkg, want string }{
+			{"object", "account", "", "", "draft-account"},
+			{"view", "all", "org-2", "", "view-o2-draft"},
+			{"view", "all", "org-1", "crm", ""},
+			{"flow", "flow1", "", "", "old-flow"},
+		} {
+			beside, err := s.(snapshot.Besider).Beside(ctx, tc.typ, tc.name, tc.org, tc.pkg)
+			var ids []string
+			for _, m := range beside {
+				ids = append(ids, m.ID)
+				if m.Revision <= 0 || m.State == "active" {
+					t.Errorf("beside %s/%s: %+v", tc.typ, tc.name, m)
+				}
+			}
+			if err != nil || strings.Join(ids, " ") != tc.want {
+				t.Errorf("beside %s/%s in %q@%q: %v %v, want %q", tc.typ, tc.name, tc.org, tc.pkg, ids, err, tc.want)
+			}
+		}
 
 		// Promoting the draft: the platform deletes the active row and
 		// flips the draft; both addresses surface.
@@ -849,6 +872,27 @@ func TestFleetTables(t *testing.T) {
 		if got[1].Clash != "" {
 			t.Fatalf("replica r1 clashes with %q", got[1].Clash)
 		}
+		if got[0].Node.Reported || got[1].Node.Reported {
+			t.Fatalf("a heartbeat without a node reads as one: %+v, %+v", got[0].Node, got[1].Node)
+		}
+		// The node beside the sidecar: written with the heartbeat, read
+		// back as written, replaced by the next one.
+		node := snapshot.Node{Reported: true, Ready: true, CheckedAt: at, Stale: 2, Nudged: 1,
+			Restart: registry.NodeRestart{Phase: registry.RestartInFlight, Reason: "stale for 5m", Since: at, LastAt: at, Count: 1}}
+		r.Node = node
+		if _, err := s.Heartbeat(ctx, r); err != nil {
+			t.Fatal(err)
+		}
+		if got, err := s.Replicas(ctx); err != nil || !reflect.DeepEqual(normNode(got[1].Node), normNode(node)) {
+			t.Fatalf("node read back: %+v (wrote %+v), %v", got[1].Node, node, err)
+		}
+		r.Node = snapshot.Node{Reported: true}
+		if _, err := s.Heartbeat(ctx, r); err != nil {
+			t.Fatal(err)
+		}
+		if got, err := s.Replicas(ctx); err != nil || got[1].Node.Ready || got[1].Node.Restart.Phase != "" || !got[1].Node.Reported {
+			t.Fatalf("node not replaced: %+v, %v", got[1].Node, err)
+		}
 		for range 2 {
 			if err := s.WriteDrift(ctx, "r1", at, []byte(`{"items":[]}`)); err != nil {
 				t.Fatal(err)
@@ -983,6 +1027,12 @@ func TestRelistStreamHandsEveryRow(t *testing.T) {
 	if fmt.Sprintf("%+v", plain) != fmt.Sprintf("%+v", rows) {
 		t.Fatal("RelistStream's result differs from Relist's")
 	}
+}
+
+// normNode puts a node's times in UTC, so that DeepEqual compares instants.
+func normNode(n snapshot.Node) snapshot.Node {
+	n.CheckedAt, n.Restart.Since, n.Restart.LastAt = n.CheckedAt.UTC(), n.Restart.Since.UTC(), n.Restart.LastAt.UTC()
+	return n
 }
 
 // TestGuardTables: a replica's pending guard is replaced as a whole, keeps

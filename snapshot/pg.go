@@ -737,17 +737,17 @@ func (p *PG) Heartbeat(ctx context.Context, r Replica) (string, error) {
 	var clash string
 	var clashNow bool
 	err := p.pool.QueryRow(ctx, `INSERT INTO sys_reconciler_replica AS o
-  (replica_id, host, pid, version, started_at, heartbeat_at, cursor, cursor_seq, cursor_at, counts, stopped, last_error)
-VALUES ($1, $2, $3, $4, coalesce($5, now()), coalesce($6, now()), $7, $8, $9, $10::text::jsonb, $11, $12)
+  (replica_id, host, pid, version, started_at, heartbeat_at, cursor, cursor_seq, cursor_at, counts, stopped, last_error, node)
+VALUES ($1, $2, $3, $4, coalesce($5, now()), coalesce($6, now()), $7, $8, $9, $10::text::jsonb, $11, $12, $13)
 ON CONFLICT (replica_id) DO UPDATE SET host = EXCLUDED.host, pid = EXCLUDED.pid, version = EXCLUDED.version,
   started_at = EXCLUDED.started_at, heartbeat_at = EXCLUDED.heartbeat_at, cursor = EXCLUDED.cursor,
   cursor_seq = EXCLUDED.cursor_seq, cursor_at = EXCLUDED.cursor_at, counts = EXCLUDED.counts,
-  stopped = EXCLUDED.stopped, last_error = EXCLUDED.last_error,
+  stopped = EXCLUDED.stopped, last_error = EXCLUDED.last_error, node = EXCLUDED.node,
   clash = CASE WHEN `+pgClash+` THEN o.host || ' pid ' || o.pid ELSE o.clash END,
   clash_at = CASE WHEN `+pgClash+` THEN now() ELSE o.clash_at END
 RETURNING clash, clash_at IS NOT DISTINCT FROM now()`,
 		r.ReplicaID, r.Host, r.PID, r.Version, nullTime(r.StartedAt), nullTime(r.HeartbeatAt), r.Cursor, r.CursorSeq,
-		nullTime(r.CursorAt), countsJSON(r.Counts), r.Stopped, r.LastError).Scan(&clash, &clashNow)
+		nullTime(r.CursorAt), countsJSON(r.Counts), r.Stopped, r.LastError, nodeJSON(r.Node)).Scan(&clash, &clashNow)
 	if err != nil {
 		return "", p.interpretError("heartbeat", err)
 	}
@@ -765,16 +765,17 @@ const pgClash = `((o.host, o.pid, o.started_at) IS DISTINCT FROM (EXCLUDED.host,
 // Replicas implements Source.
 func (p *PG) Replicas(ctx context.Context) ([]Replica, error) {
 	rows, err := p.pool.Query(ctx, `SELECT replica_id, host, pid, version, started_at, heartbeat_at, cursor, cursor_seq,
-  cursor_at, counts::text, stopped, last_error, clash, clash_at FROM sys_reconciler_replica ORDER BY replica_id`)
+  cursor_at, counts::text, stopped, last_error, clash, clash_at, node FROM sys_reconciler_replica ORDER BY replica_id`)
 	if err != nil {
 		return nil, p.interpretError("list replicas", err)
 	}
 	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (Replica, error) {
 		var rep Replica
 		var cursorAt, clashAt *time.Time
-		var counts string
+		var counts, node string
 		err := r.Scan(&rep.ReplicaID, &rep.Host, &rep.PID, &rep.Version, &rep.StartedAt, &rep.HeartbeatAt, &rep.Cursor,
-			&rep.CursorSeq, &cursorAt, &counts, &rep.Stopped, &rep.LastError, &rep.Clash, &clashAt)
+			&rep.CursorSeq, &cursorAt, &counts, &rep.Stopped, &rep.LastError, &rep.Clash, &clashAt, &node)
+		rep.Node = parseNode(node)
 		if cursorAt != nil {
 			rep.CursorAt = *cursorAt
 		}
@@ -975,6 +976,20 @@ func (p *PG) MetadataNamed(ctx context.Context, typ, name string) ([]MetadataRow
 	queueMetadata(b, &rows, 1, nil, p.selMetadata+" WHERE m.type = $1 AND m.name = $2 ORDER BY m.id", typ, name)
 	if err := p.pool.SendBatch(ctx, b).Close(); err != nil {
 		return nil, p.interpretError("read "+typ+"/"+name, err)
+	}
+	return rows.Metadata, nil
+}
+
+var _ Besider = (*PG)(nil)
+
+// Beside implements Besider.
+func (p *PG) Beside(ctx context.Context, typ, name, org, pkg string) ([]MetadataRow, error) {
+	var rows Rows
+	b := &pgx.Batch{}
+	queueMetadata(b, &rows, 1, nil, p.selMetadata+` WHERE m.type = $1 AND m.name = $2 AND coalesce(m.organization_id, '') = $3
+  AND coalesce(m.package_id, '') = $4 AND m.state <> 'active' ORDER BY m.id`, typ, name, org, pkg)
+	if err := p.pool.SendBatch(ctx, b).Close(); err != nil {
+		return nil, p.interpretError("read rows beside", err)
 	}
 	return rows.Metadata, nil
 }

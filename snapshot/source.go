@@ -187,6 +187,9 @@ type Replica struct {
 	// sets them).
 	Clash   string    `json:"clash,omitempty"`
 	ClashAt time.Time `json:"clash_at,omitzero"`
+	// Node is what the sidecar sees of its replica node (Reported false:
+	// nothing).
+	Node Node `json:"node,omitzero"`
 }
 
 // Watermark is the store's current head: the newest journal seq and when it
@@ -260,4 +263,12 @@ type Source interface {
 // reconnects by itself and returns only ctx's error.
 type Hinter interface {
 	Listen(ctx context.Context, wake func()) error
+}
+
+// Besider reads the rows beside an active sys_metadata row: those of the
+// same type, name, organization and package in another state (a draft
+// waiting to be promoted, an archived copy). "" matches NULL or empty.
+// Explain shows them; the loop never reads them.
+type Besider interface {
+	Beside(ctx context.Context, typ, name, org, pkg string) ([]MetadataRow, error)
 }

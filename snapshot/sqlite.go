@@ -30,6 +30,8 @@ type SQLite struct {
 
 var _ Store = (*SQLite)(nil)
 
+var _ Besider = (*SQLite)(nil)
+
 // sqliteTime is how timestamps are stored: RFC 3339 in UTC with
 // milliseconds, the same text strftime('%Y-%m-%dT%H:%M:%fZ') writes, so
 // they compare as strings.
@@ -556,17 +558,17 @@ func (s *SQLite) Heartbeat(ctx context.Context, r Replica) (string, error) {
 	var clash string
 	var clashNow bool
 	err := s.db.QueryRowContext(ctx, `INSERT INTO sys_reconciler_replica AS o
-  (replica_id, host, pid, version, started_at, heartbeat_at, cursor, cursor_seq, cursor_at, counts, stopped, last_error)
-VALUES (?1, ?2, ?3, ?4, coalesce(?5, `+sqliteNow+`), coalesce(?6, `+sqliteNow+`), ?7, ?8, ?9, ?10, ?11, ?12)
+  (replica_id, host, pid, version, started_at, heartbeat_at, cursor, cursor_seq, cursor_at, counts, stopped, last_error, node)
+VALUES (?1, ?2, ?3, ?4, coalesce(?5, `+sqliteNow+`), coalesce(?6, `+sqliteNow+`), ?7, ?8, ?9, ?10, ?11, ?12, ?13)
 ON CONFLICT (replica_id) DO UPDATE SET host = excluded.host, pid = excluded.pid, version = excluded.version,
   started_at = excluded.started_at, heartbeat_at = excluded.heartbeat_at, cursor = excluded.cursor,
   cursor_seq = excluded.cursor_seq, cursor_at = excluded.cursor_at, counts = excluded.counts,
-  stopped = excluded.stopped, last_error = excluded.last_error,
+  stopped = excluded.stopped, last_error = excluded.last_error, node = excluded.node,
   clash = CASE WHEN `+sqliteClash+` THEN o.host || ' pid ' || o.pid ELSE o.clash END,
   clash_at = CASE WHEN `+sqliteClash+` THEN `+sqliteNow+` ELSE o.clash_at END
 RETURNING clash, coalesce(clash_at = `+sqliteNow+`, 0)`,
 		r.ReplicaID, r.Host, r.PID, r.Version, sqliteTimeArg(r.StartedAt), sqliteTimeArg(r.HeartbeatAt), r.Cursor, r.CursorSeq,
-		sqliteTimeArg(r.CursorAt), countsJSON(r.Counts), r.Stopped, r.LastError).Scan(&clash, &clashNow)
+		sqliteTimeArg(r.CursorAt), countsJSON(r.Counts), r.Stopped, r.LastError, nodeJSON(r.Node)).Scan(&clash, &clashNow)
 	if err != nil {
 		return "", s.interpretError("heartbeat", err)
 	}
@@ -584,15 +586,16 @@ const sqliteClash = `((o.host <> excluded.host OR o.pid <> excluded.pid OR o.sta
 // Replicas implements Source.
 func (s *SQLite) Replicas(ctx context.Context) ([]Replica, error) {
 	out, err := sqliteSelect(ctx, s.db, `SELECT replica_id, host, pid, version, started_at, heartbeat_at, cursor, cursor_seq,
-  cursor_at, counts, stopped, last_error, clash, clash_at FROM sys_reconciler_replica ORDER BY replica_id`, nil, func(r *sql.Rows) (Replica, error) {
+  cursor_at, counts, stopped, last_error, clash, clash_at, node FROM sys_reconciler_replica ORDER BY replica_id`, nil, func(r *sql.Rows) (Replica, error) {
 		var rep Replica
-		var started, hb, counts string
+		var started, hb, counts, node string
 		var cursorAt, clashAt sql.NullString
 		err := r.Scan(&rep.ReplicaID, &rep.Host, &rep.PID, &rep.Version, &started, &hb, &rep.Cursor, &rep.CursorSeq,
-			&cursorAt, &counts, &rep.Stopped, &rep.LastError, &rep.Clash, &clashAt)
+			&cursorAt, &counts, &rep.Stopped, &rep.LastError, &rep.Clash, &clashAt, &node)
 		if err != nil {
 			return rep, err
 		}
+		rep.Node = parseNode(node)
 		rep.StartedAt, rep.HeartbeatAt = parseSQLiteTime(started), parseSQLiteTime(hb)
 		if cursorAt.Valid {
 			rep.CursorAt = parseSQLiteTime(cursorAt.String)
@@ -715,6 +718,21 @@ func (s *SQLite) MetadataNamed(ctx context.Context, typ, name string) ([]Metadat
 	rows, err := sqliteSelect(ctx, s.db, s.selMetadata+" WHERE m.type = ?1 AND m.name = ?2 ORDER BY m.id", []any{typ, name}, scanSQLiteMetadata)
 	if err != nil {
 		return nil, s.interpretError("read "+typ+"/"+name, err)
+	}
+	return rows, nil
+}
+
+// Beside implements Besider.
+func (s *SQLite) Beside(ctx context.Context, typ, name, org, pkg string) ([]MetadataRow, error) {
+	tx, err := s.db.BeginTx(ctx, &sql.TxOptions{ReadOnly: true})
+	if err != nil {
+		return nil, s.interpretError("read rows beside", err)
+	}
+	defer func() { _ = tx.Rollback() }()
+	rows, err := sqliteSelect(ctx, tx, s.selMetadata+` WHERE m.type = ? AND m.name = ? AND coalesce(m.organization_id, '') = ?
+  AND coalesce(m.package_id, '') = ? AND m.state <> 'active' ORDER BY m.id`, []any{typ, name, org, pkg}, scanSQLiteMetadata)
+	if err != nil {
+		return nil, s.interpretError("read rows beside", err)
 	}
 	return rows, nil
 }

@@ -155,6 +155,9 @@ func printExplained(out io.Writer, now time.Time, x explained) {
 		if r.Gone {
 			desc += ", gone from the store"
 		}
+		for _, b := range r.Beside {
+			desc += fmt.Sprintf("; beside it: %s (%s, revision %d)", clean(b.ID), clean(b.State), b.Revision)
+		}
 		fmt.Fprintf(w, "  row\t%s\n", desc)
 		if r.Fault != "" {
 			fmt.Fprintf(w, "  fault\t%s\n", clean(r.Fault))
@@ -214,6 +217,12 @@ func describeReplica(r *registry.ReplicaStatus, now time.Time) string {
 	}
 	if r.Remedy != "" {
 		s += "; remedy: " + clean(r.Remedy)
+	}
+	if !r.LastMessage.IsZero() {
+		s += "; last message " + age(now, r.LastMessage) + " ago"
+	}
+	if !r.LastProbe.IsZero() {
+		s += "; last probe " + age(now, r.LastProbe) + " ago: " + clean(r.Probe)
 	}
 	return s
 }

@@ -114,6 +114,7 @@ func printFleet(c *cli, v fleetView) {
 		if r.Duplicate {
 			flags = append(flags, "DUPLICATE: "+daemon.DuplicateReplicaWarning(r.Clash, now.Sub(r.ClashAt)))
 		}
+		flags = append(flags, nodeFlags(r.Node, now)...)
 		if r.LastError != "" {
 			flags = append(flags, "error: "+r.LastError)
 		}
@@ -126,4 +127,42 @@ func printFleet(c *cli, v fleetView) {
 	if v.Hidden > 0 {
 		fmt.Fprintf(c.stdout, "(%d replicas stopped over %s ago or silent for %s not listed: --all lists them)\n", v.Hidden, fleet.GoneStopped, fleet.GoneSilent)
 	}
+}
+
+// nodeFlags are the fleet table's flags of a replica's node: down, stale
+// entries, no lanes applied, and its restart (planned, in flight, refused,
+// the last one's result).
+func nodeFlags(n snapshot.Node, now time.Time) []string {
+	if !n.Reported {
+		return nil
+	}
+	var out []string
+	if !n.Ready {
+		out = append(out, "NODE NOT READY")
+	}
+	if n.Stale > 0 {
+		out = append(out, fmt.Sprintf("%d stale", n.Stale))
+	}
+	if n.Deaf {
+		out = append(out, "NO LANES: the node applies no lane message")
+	}
+	r := n.Restart
+	switch r.Phase {
+	case registry.RestartInFlight:
+		out = append(out, fmt.Sprintf("RESTARTING for %s", age(now, r.Since)))
+	case registry.RestartPlanned, registry.RestartRefused, registry.RestartWouldRestart:
+		out = append(out, "restart "+string(r.Phase)+": "+r.Reason)
+	case registry.RestartOff:
+		if n.Stale > 0 {
+			out = append(out, "restarts off")
+		}
+	}
+	if !r.LastAt.IsZero() && r.Phase != registry.RestartInFlight {
+		last := fmt.Sprintf("restarted %s ago", age(now, r.LastAt))
+		if r.LastResult != "" {
+			last += " (" + string(r.LastResult) + ")"
+		}
+		out = append(out, last)
+	}
+	return out
 }

@@ -56,7 +56,7 @@ type cli struct {
 }
 
 func commands() []*command {
-	return []*command{runCmd(), migrateCmd(), statusCmd(), itemsCmd(), explainCmd(), retryCmd(), driftCmd(), fleetCmd(), guardCmd(), validateCmd(), triggerCmd(), checksumCmd(), versionCmd()}
+	return []*command{runCmd(), migrateCmd(), statusCmd(), itemsCmd(), explainCmd(), retryCmd(), driftCmd(), fleetCmd(), guardCmd(), validateCmd(), triggerCmd(), checksumCmd(), requestRestartCmd(), versionCmd()}
 }
 
 // usageError is a mistake in the command line: exit code 2.

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"io"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -87,6 +88,7 @@ func runStatus(ctx context.Context, c *cli, fs *pflag.FlagSet) error {
 			}
 		}
 		fmt.Fprintf(w, "replica states\t%s\n", dash(strings.Join(counts, ", ")))
+		printRestart(w, r.Restart, now)
 	}
 	fmt.Fprintf(w, "pending\t%d journal entries not visible yet\n", st.Stall.Pending)
 	if sb := st.Stall.Standby; sb != nil {
@@ -146,6 +148,42 @@ func standbyLine(sb *snapshot.Standby) string {
 		line += " (replay paused)"
 	}
 	return line
+}
+
+// printRestart prints the restart part of the replica section: a replica
+// that applies no lane message, the restart (planned, in flight, done,
+// refused and why) and the last one.
+func printRestart(w io.Writer, r *registry.ReplicaRestart, now time.Time) {
+	if r == nil {
+		return
+	}
+	if r.NoLanes != "" {
+		fmt.Fprintf(w, "WARNING\t%s\n", clean(r.NoLanes))
+	}
+	line := string(r.Phase)
+	switch {
+	case r.Shadow:
+		line += " (shadow mode)"
+	case !r.Enabled:
+		line += " (replica.restart.command not set)"
+	}
+	if !r.Since.IsZero() {
+		line += fmt.Sprintf(" for %s", age(now, r.Since))
+	}
+	if r.Reason != "" {
+		line += ": " + r.Reason
+	}
+	fmt.Fprintf(w, "restart\t%s\n", clean(line))
+	if !r.LastAt.IsZero() {
+		last := fmt.Sprintf("%s ago (%d in all)", age(now, r.LastAt), r.Count)
+		if r.LastResult != "" {
+			last += ", " + string(r.LastResult)
+			if r.LastReason != "" {
+				last += ": " + r.LastReason
+			}
+		}
+		fmt.Fprintf(w, "last restart\t%s\n", clean(last))
+	}
 }
 
 // guardLine summarizes the eviction guard for status.

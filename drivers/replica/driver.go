@@ -132,6 +132,9 @@ type entry struct {
 	due       time.Time // next step; zero: nothing to do
 	running   bool      // a step is in flight
 	status    registry.ReplicaStatus
+	// The last message published and the last probe (explain shows them).
+	lastMessage, lastProbe time.Time
+	probe                  string
 }
 
 // Driver drives one replica through the platform's lanes and verifies it.
@@ -151,6 +154,7 @@ type Driver struct {
 	downErr     string               // why, while it lasts
 	versionSeen bool                 // the replica's version was read once
 	restarts    int                  // replica restarts noticed
+	applied     int                  // entries a lane brought from nudged to in-sync since the replica (re)started
 	peerSeen    time.Time            // when a message of another origin was last seen (zero: never)
 	wake        chan struct{}
 	conds       map[string]string // condition → its error, while it lasts
@@ -320,7 +324,9 @@ func (d *Driver) Status(kind registry.Kind, key string) (registry.ReplicaStatus,
 	if !ok {
 		return registry.ReplicaStatus{}, false
 	}
-	return e.status, true
+	st := e.status
+	st.LastMessage, st.LastProbe, st.Probe = e.lastMessage, e.lastProbe, e.probe
+	return st, true
 }
 
 // Counts returns how many entries are in each replica state.
@@ -455,6 +461,12 @@ func (d *Driver) step(ctx context.Context, e *entry) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	e.running = false
+	if !out.messageAt.IsZero() {
+		e.lastMessage = out.messageAt
+	}
+	if !out.probeAt.IsZero() {
+		e.lastProbe, e.probe = out.probeAt, out.probe
+	}
 	if e.gen != p.gen || ctx.Err() != nil {
 		return // changed meanwhile: the new generation is already scheduled
 	}
@@ -467,6 +479,9 @@ func (d *Driver) step(ctx context.Context, e *entry) {
 			out.status.Since = e.status.Since
 		} else {
 			out.status.Since = time.Now()
+		}
+		if e.status.State == registry.ReplicaNudged && out.status.State == registry.ReplicaInSync {
+			d.applied++
 		}
 		e.status = out.status
 	}
@@ -483,6 +498,10 @@ type outcome struct {
 	attempts  int
 	failures  int
 	due       time.Time // zero: done until the next change or restart
+	// messageAt is when this step published (zero: it did not); probeAt
+	// when it probed and probe what the replica answered.
+	messageAt, probeAt time.Time
+	probe              string
 }
 
 func (d *Driver) decide(ctx context.Context, p plan) outcome {
@@ -503,11 +522,13 @@ func (d *Driver) decide(ctx context.Context, p plan) outcome {
 			return d.publishOnce(ctx, p, out, now, registry.ReplicaPending)
 		}
 		v, detail, err = d.check(ctx, p)
+		out.noteProbe(v, err)
 	default:
 		if p.tellFirst && !p.published && !d.opts.Shadow {
 			return d.publishOnce(ctx, p, out, now, registry.ReplicaPending)
 		}
 		v, detail, err = d.check(ctx, p)
+		out.noteProbe(v, err)
 	}
 	if err != nil {
 		// The failure count is kept until the entry settles, so the waits
@@ -559,6 +580,7 @@ func (d *Driver) decide(ctx context.Context, p plan) outcome {
 	if err := d.publish(ctx, p); err != nil {
 		return d.notPublished(out, now, err)
 	}
+	out.messageAt = time.Now()
 	out.published = true
 	out.attempts++
 	out.failures = 0
@@ -569,6 +591,14 @@ func (d *Driver) decide(ctx context.Context, p plan) outcome {
 			slog.Int("attempts", out.attempts), slog.String("reason", detail))
 	}
 	return out
+}
+
+// noteProbe records a probe's answer in the outcome.
+func (out *outcome) noteProbe(v verdict, err error) {
+	out.probeAt, out.probe = time.Now(), v.String()
+	if err != nil {
+		out.probe = "failed: " + err.Error()
+	}
 }
 
 // publishOnce publishes the entry's lanes once for this generation, unless
@@ -582,6 +612,7 @@ func (d *Driver) publishOnce(ctx context.Context, p plan, out outcome, now time.
 		if err := d.publish(ctx, p); err != nil {
 			return d.notPublished(out, now, err)
 		}
+		out.messageAt = time.Now()
 		out.attempts++
 	}
 	out.published = true
@@ -766,7 +797,14 @@ func (d *Driver) observe(ctx context.Context) {
 		channels[i] = d.prefix + "ps:" + c
 	}
 	for ctx.Err() == nil {
-		err := d.opts.Bus.Subscribe(ctx, channels, nil, func(channel string, msg []byte) {
+		// A subscription (re)established while publishing failed: the bus
+		// is back, so the entries waiting out their backoff go now.
+		ready := func() {
+			if d.condition(condBus) != "" {
+				d.recheck()
+			}
+		}
+		err := d.opts.Bus.Subscribe(ctx, channels, ready, func(channel string, msg []byte) {
 			o, ok := decodeObserved(strings.TrimPrefix(channel, d.prefix+"ps:"), msg)
 			if !ok {
 				return
@@ -890,6 +928,7 @@ func (d *Driver) heal(ctx context.Context, uptime float64) {
 	now := time.Now()
 	d.mu.Lock()
 	d.restarts++
+	d.applied = 0
 	n := len(d.entries)
 	for _, e := range d.entries {
 		d.restartLocked(e, now, now)

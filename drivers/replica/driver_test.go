@@ -192,6 +192,8 @@ func TestObjectCreatedChangedDeleted(t *testing.T) {
 	}
 	if st, _ := d.Status(registry.KindEngine, "object/task"); st.Attempts != 1 {
 		t.Fatalf("attempts = %d, want 1", st.Attempts)
+	} else if st.LastMessage.IsZero() || st.LastProbe.IsZero() || st.Probe != "in-sync" || st.LastProbe.Before(st.LastMessage) {
+		t.Fatalf("last message %v, last probe %v: %q (want a message, then a probe answering in-sync)", st.LastMessage, st.LastProbe, st.Probe)
 	}
 
 	r.db.Put("object", "task", object("subject", "priority"))

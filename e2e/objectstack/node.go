@@ -12,6 +12,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -41,11 +42,15 @@ type Node struct {
 	Port int
 
 	stack    *Stack
-	cmd      *exec.Cmd
-	done     chan struct{}
 	logPath  string
-	starts   []int64 // log offset at each start
 	bootTime time.Duration
+
+	// mu guards what a supervisor changes while the test reads it.
+	mu     sync.Mutex
+	cmd    *exec.Cmd
+	done   chan struct{}
+	starts []int64 // log offset at each start
+	sup    *supervisor
 }
 
 // StartNode boots a new node of the stack and waits until it is ready. The
@@ -107,41 +112,21 @@ func (n *Node) BootTime() time.Duration { return n.bootTime }
 func (n *Node) Start() {
 	t := n.stack.t
 	t.Helper()
-	if n.cmd != nil {
+	n.mu.Lock()
+	running := n.cmd != nil
+	n.mu.Unlock()
+	if running {
 		t.Fatalf("node %s is already running", n.Name)
 	}
-	logf, err := os.OpenFile(n.logPath, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer logf.Close()
-	off, _ := logf.Seek(0, io.SeekEnd)
-	n.starts = append(n.starts, off)
-	fmt.Fprintf(logf, "=== e2e: start %d of node %s on port %d at %s ===\n", len(n.starts), n.Name, n.Port, time.Now().UTC().Format(time.RFC3339Nano))
-
-	s := n.stack
-	n.cmd = exec.Command(filepath.Join(s.Modules, ".bin", "os"), "serve", "-p", fmt.Sprint(n.Port),
-		"--no-console", "--no-ui", "--log-level", s.LogLevel)
-	n.cmd.Dir = n.Dir
-	n.cmd.Env = append(nodeEnv(),
-		"OS_DATABASE_URL="+s.DatabaseURL,
-		"OS_CLUSTER_DRIVER=redis",
-		"OS_REDIS_URL="+s.Redis.URL(),
-		"OS_AUTH_SECRET="+s.AuthSecret,
-		"OS_SECRET_KEY="+s.SecretKey,
-		"NO_COLOR=1",
-	)
-	n.cmd.Stdout, n.cmd.Stderr = logf, logf
-	n.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	start := time.Now()
-	if err := n.cmd.Start(); err != nil {
-		n.cmd = nil
+	n.mu.Lock()
+	err := n.spawnLocked()
+	done := n.done
+	n.mu.Unlock()
+	if err != nil {
 		t.Fatalf("start node %s: %v", n.Name, err)
 	}
-	n.done = make(chan struct{})
-	go func(cmd *exec.Cmd, done chan struct{}) { _ = cmd.Wait(); close(done) }(n.cmd, n.done)
-
-	err = poll(ReadyTimeout, 250*time.Millisecond, n.done, func() error {
+	err = poll(ReadyTimeout, 250*time.Millisecond, done, func() error {
 		status, _, err := get(n.BaseURL() + "/api/v1/ready")
 		if err == nil && status != http.StatusOK {
 			err = fmt.Errorf("/api/v1/ready answered %d", status)
@@ -153,6 +138,106 @@ func (n *Node) Start() {
 	}
 	n.bootTime = time.Since(start)
 	t.Logf("node %s ready on port %d after %s", n.Name, n.Port, n.bootTime.Round(100*time.Millisecond))
+}
+
+// spawnLocked starts the node's process, its output appended to the log,
+// and writes its process group id to PIDFile. n.mu is held.
+func (n *Node) spawnLocked() error {
+	logf, err := os.OpenFile(n.logPath, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
+	if err != nil {
+		return err
+	}
+	defer logf.Close()
+	off, _ := logf.Seek(0, io.SeekEnd)
+	n.starts = append(n.starts, off)
+	fmt.Fprintf(logf, "=== e2e: start %d of node %s on port %d at %s ===\n", len(n.starts), n.Name, n.Port, time.Now().UTC().Format(time.RFC3339Nano))
+
+	s := n.stack
+	cmd := exec.Command(filepath.Join(s.Modules, ".bin", "os"), "serve", "-p", fmt.Sprint(n.Port),
+		"--no-console", "--no-ui", "--log-level", s.LogLevel)
+	cmd.Dir = n.Dir
+	cmd.Env = append(nodeEnv(),
+		"OS_DATABASE_URL="+s.DatabaseURL,
+		"OS_CLUSTER_DRIVER=redis",
+		"OS_REDIS_URL="+s.Redis.URL(),
+		"OS_AUTH_SECRET="+s.AuthSecret,
+		"OS_SECRET_KEY="+s.SecretKey,
+		"NO_COLOR=1",
+	)
+	cmd.Stdout, cmd.Stderr = logf, logf
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := cmd.Start(); err != nil {
+		return err
+	}
+	done := make(chan struct{})
+	go func() { _ = cmd.Wait(); close(done) }()
+	n.cmd, n.done = cmd, done
+	return os.WriteFile(n.PIDFile(), []byte(fmt.Sprint(cmd.Process.Pid)), 0o644)
+}
+
+// PIDFile is where the node's current process group id is written at
+// each start (for a restart command to signal).
+func (n *Node) PIDFile() string { return filepath.Join(n.Dir, "node.pid") }
+
+// supervisor starts a node again whenever its process exits.
+type supervisor struct {
+	quit     chan struct{}
+	finished chan struct{}
+	restarts int   // starts after an exit
+	err      error // why it gave up
+}
+
+// Supervise has the node started again whenever its process exits, as
+// systemd's Restart=always or a kubelet would, until Stop or the test's
+// end. Restarts counts those starts.
+func (n *Node) Supervise() {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.sup != nil || n.cmd == nil {
+		n.stack.t.Fatalf("node %s: supervise a running, unsupervised node", n.Name)
+	}
+	sup := &supervisor{quit: make(chan struct{}), finished: make(chan struct{})}
+	n.sup = sup
+	go func() {
+		defer close(sup.finished)
+		for {
+			n.mu.Lock()
+			done := n.done
+			n.mu.Unlock()
+			select {
+			case <-sup.quit:
+				return
+			case <-done:
+			}
+			n.mu.Lock()
+			select {
+			case <-sup.quit:
+				n.mu.Unlock()
+				return
+			default:
+			}
+			// Children that outlived the leader.
+			_ = syscall.Kill(-n.cmd.Process.Pid, syscall.SIGKILL)
+			sup.restarts++
+			err := n.spawnLocked()
+			n.mu.Unlock()
+			if err != nil {
+				sup.err = err
+				return
+			}
+		}
+	}()
+}
+
+// Restarts returns how many times the supervisor started the node again,
+// and why it gave up ("" while it supervises).
+func (n *Node) Restarts() (int, error) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.sup == nil {
+		return 0, nil
+	}
+	return n.sup.restarts, n.sup.err
 }
 
 // Stop stops the node gracefully (SIGTERM to its process group), killing
@@ -174,6 +259,8 @@ func (n *Node) Restart() {
 
 // Running tells whether the node's process is alive.
 func (n *Node) Running() bool {
+	n.mu.Lock()
+	defer n.mu.Unlock()
 	if n.cmd == nil {
 		return false
 	}
@@ -186,6 +273,14 @@ func (n *Node) Running() bool {
 }
 
 func (n *Node) stop() {
+	n.mu.Lock()
+	sup := n.sup
+	n.sup = nil
+	n.mu.Unlock()
+	if sup != nil {
+		close(sup.quit)
+		<-sup.finished
+	}
 	if n.cmd == nil {
 		return
 	}
@@ -211,6 +306,8 @@ func (n *Node) Log() string {
 // CurrentLog returns the log of the node's latest start.
 func (n *Node) CurrentLog() string {
 	l := n.Log()
+	n.mu.Lock()
+	defer n.mu.Unlock()
 	if len(n.starts) > 0 && int(n.starts[len(n.starts)-1]) <= len(l) {
 		return l[n.starts[len(n.starts)-1]:]
 	}

@@ -69,9 +69,13 @@ type Config struct {
 	ReplicaRepair    string // "off" or "schema"
 	ReplicaMaxProbes int
 
-	ReplicaMode       string // "drive" or "shadow"
-	GuardMaxEvictions string // guard.max_evictions as written: see ParseMaxEvictions
-	GuardWindow       time.Duration
+	ReplicaMode         string   // "drive" or "shadow"
+	RestartCommand      []string // empty: restarts off
+	RestartAfter        time.Duration
+	RestartMinInterval  time.Duration
+	RestartLeaseTimeout time.Duration
+	GuardMaxEvictions   string // guard.max_evictions as written: see ParseMaxEvictions
+	GuardWindow         time.Duration
 
 	// File is the file the configuration was read from ("" for none).
 	File string

@@ -121,6 +121,17 @@ func atLeast(min time.Duration) func(time.Duration) error {
 	}
 }
 
+// atLeastFor accepts a duration of at least min (a floor of meaning, not
+// of cost: see atLeast).
+func atLeastFor(min time.Duration) func(time.Duration) error {
+	return func(d time.Duration) error {
+		if d < min {
+			return fmt.Errorf("must be at least %s, got %s", min, d)
+		}
+		return nil
+	}
+}
+
 func positive(d time.Duration) error {
 	if d <= 0 {
 		return errors.New("must be greater than zero")

@@ -51,9 +51,13 @@ const (
 	KeyReplicaRepair    = "replica.repair"
 	KeyReplicaMaxProbes = "replica.max_probes_per_second"
 
-	KeyReplicaMode       = "replica.mode"
-	KeyGuardMaxEvictions = "guard.max_evictions"
-	KeyGuardWindow       = "guard.window"
+	KeyReplicaMode         = "replica.mode"
+	KeyRestartCommand      = "replica.restart.command"
+	KeyRestartAfter        = "replica.restart.after"
+	KeyRestartMinInterval  = "replica.restart.min_interval"
+	KeyRestartLeaseTimeout = "replica.restart.lease_timeout"
+	KeyGuardMaxEvictions   = "guard.max_evictions"
+	KeyGuardWindow         = "guard.window"
 )
 
 // DefaultStoreURL is the embedded SQLite store used when none is configured.
@@ -69,6 +73,9 @@ const (
 	MinPollInterval = 50 * time.Millisecond
 	// MinResyncInterval is the shortest resync.interval other than 0.
 	MinResyncInterval = time.Second
+	// MinRestartDuration is the shortest of the replica.restart.*
+	// durations: a restart takes seconds, a shorter bound means nothing.
+	MinRestartDuration = time.Second
 	// MinJournalRetention is the shortest journal.retention: pruning
 	// entries younger than a few polls would expire the replicas' cursors
 	// and make every one of them relist the whole store, again and again.
@@ -169,6 +176,14 @@ func declarations() []decl {
 			func(c *Config) *int { return &c.ReplicaMaxProbes }, minInt(1)),
 		bind(KeyReplicaMode, "drive", "drive (publish lane messages until the replica serves each change) or shadow (probe and report only, publish nothing: entries show replica state would-publish; for adopting beside a live fleet)",
 			func(c *Config) *string { return &c.ReplicaMode }, oneOf("mode", "drive", "shadow")),
+		bind(KeyRestartCommand, []string{}, "command (argv, no shell, a minimal environment) that restarts the replica when it holds stale entries no lane can update; one replica of the fleet at a time (empty: restarts off, stale entries name the remedy)",
+			func(c *Config) *[]string { return &c.RestartCommand }).then(restartNeedsReplica),
+		bind(KeyRestartAfter, "5m", "how long the replica holds stale entries before it is restarted (at least 1s)",
+			func(c *Config) *time.Duration { return &c.RestartAfter }, atLeastFor(MinRestartDuration)),
+		bind(KeyRestartMinInterval, "30m", "shortest time between two restarts of this replica (at least 1s)",
+			func(c *Config) *time.Duration { return &c.RestartMinInterval }, atLeastFor(MinRestartDuration)),
+		bind(KeyRestartLeaseTimeout, "10m", "bound of one restart: the fleet's restart lease expires this long after it was taken, whether the replica healed or its sidecar died (at least 1s)",
+			func(c *Config) *time.Duration { return &c.RestartLeaseTimeout }, atLeastFor(MinRestartDuration)),
 		bind(KeyGuardMaxEvictions, "20%", "evictions of one kind allowed within guard.window: a count (10), a percentage of the kind's entries (20%, never fewer than 10) or off; more are guarded: the entries keep serving until their rows come back or `reconciler guard release`",
 			func(c *Config) *string { return &c.GuardMaxEvictions }, checkMaxEvictions),
 		bind(KeyGuardWindow, "60s", "sliding window the eviction guard counts evictions over, so that a mass deletion spread over several polls counts as one (at least 1s)",

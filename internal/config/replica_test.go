@@ -3,6 +3,7 @@ package config
 import (
 	"strings"
 	"testing"
+	"time"
 )
 
 func TestReplicaKeys(t *testing.T) {
@@ -39,6 +40,42 @@ func TestReplicaKeys(t *testing.T) {
 	}
 	t.Setenv("RECONCILER_REPLICA_ORIGIN", "sidecar-7")
 	if c, err := Parse("", nil, flagSet(t, "--replica.bus.prefix=x:")); err != nil || c.ReplicaOrigin != "sidecar-7" || c.ReplicaBusPrefix != "x:" {
+		t.Fatalf("env/flag: %v %+v", err, c)
+	}
+}
+
+func TestRestartKeys(t *testing.T) {
+	c, err := Parse("", nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(c.RestartCommand) != 0 || c.RestartAfter != 5*time.Minute || c.RestartMinInterval != 30*time.Minute || c.RestartLeaseTimeout != 10*time.Minute {
+		t.Fatalf("defaults: %q %s %s %s", c.RestartCommand, c.RestartAfter, c.RestartMinInterval, c.RestartLeaseTimeout)
+	}
+	base := "replica:\n  url: http://127.0.0.1:3000\n  bus:\n    url: redis://h:1\n  restart:\n"
+	c, err = Parse("c.yaml", []byte(base+"    command: [systemctl, restart, objectstack]\n    after: 1s\n    min_interval: 2m\n    lease_timeout: 90s\n"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Join(c.RestartCommand, " ") != "systemctl restart objectstack" || c.RestartAfter != time.Second || c.RestartMinInterval != 2*time.Minute || c.RestartLeaseTimeout != 90*time.Second {
+		t.Fatalf("%+v", c)
+	}
+	for _, tc := range []struct{ name, file, key, want string }{
+		{"after below 1s", base + "    after: 500ms\n", "replica.restart.after", "at least 1s"},
+		{"min_interval below 1s", base + "    min_interval: 0s\n", "replica.restart.min_interval", "at least 1s"},
+		{"lease_timeout below 1s", base + "    lease_timeout: -1m\n", "replica.restart.lease_timeout", "at least 1s"},
+		{"lease_timeout not a duration", base + "    lease_timeout: soon\n", "replica.restart.lease_timeout", "bad duration"},
+		{"command without a replica", "replica:\n  restart:\n    command: [true]\n", "replica.restart.command", "replica.url"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := Parse("c.yaml", []byte(tc.file), nil)
+			if err == nil || !strings.Contains(err.Error(), tc.key) || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("error %v does not name %q and %q", err, tc.key, tc.want)
+			}
+		})
+	}
+	t.Setenv("RECONCILER_REPLICA_RESTART_AFTER", "3s")
+	if c, err := Parse("", nil, flagSet(t, "--replica.restart.lease_timeout=4s")); err != nil || c.RestartAfter != 3*time.Second || c.RestartLeaseTimeout != 4*time.Second {
 		t.Fatalf("env/flag: %v %+v", err, c)
 	}
 }

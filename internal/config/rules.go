@@ -191,6 +191,21 @@ func busNeededByReplica(c *Config) error {
 	return nil
 }
 
+// restartNeedsReplica: a restart command restarts the replica the sidecar
+// drives, so it needs replica.url; an argv's first word is the program.
+func restartNeedsReplica(c *Config) error {
+	if len(c.RestartCommand) == 0 {
+		return nil
+	}
+	if c.RestartCommand[0] == "" {
+		return errors.New("the first word (the program) is empty")
+	}
+	if c.ReplicaURL == "" {
+		return fmt.Errorf("needs %s (the replica it restarts)", KeyReplicaURL)
+	}
+	return nil
+}
+
 func lowerLogFormat(c *Config) error {
 	c.LogFormat = strings.ToLower(c.LogFormat)
 	return nil

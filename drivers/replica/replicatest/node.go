@@ -382,6 +382,10 @@ func (n *Node) serve(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	path := r.URL.Path
+	if path == "/api/v1/ready" {
+		writeJSON(w, 200, map[string]any{"status": "ready"})
+		return
+	}
 	if path == "/api/v1/health" {
 		version := n.opts.Version
 		if version == "" {
