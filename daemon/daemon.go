@@ -227,7 +227,8 @@ func (d *Daemon) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	drv, closeBus, err := d.replicaDriver(cfg, replicaMetrics, store)
+	hb := &heartbeater{store: store, version: d.opts.Version, log: log, every: HeartbeatInterval(cfg.PollInterval), wake: make(chan struct{}, 1)}
+	drv, closeBus, err := d.replicaDriver(cfg, replicaMetrics, store, hb.poke)
 	if err != nil {
 		return err
 	}
@@ -239,7 +240,9 @@ func (d *Daemon) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	hb := &heartbeater{store: store, version: d.opts.Version, log: log, every: HeartbeatInterval(cfg.PollInterval), wake: make(chan struct{}, 1)}
+	if drv != nil {
+		hb.converged = drv.Converged
+	}
 	rs := d.restarter(cfg, drv, store, restartMetrics, hb.poke)
 	if rs != nil {
 		hb.node = rs.Node

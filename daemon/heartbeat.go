@@ -9,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/objectstack-fleet/reconciler/internal/backoff"
 	"github.com/objectstack-fleet/reconciler/reconcile"
 	"github.com/objectstack-fleet/reconciler/snapshot"
 )
@@ -35,6 +36,10 @@ type heartbeater struct {
 	log     *slog.Logger
 	every   time.Duration
 	wake    chan struct{}
+	// converged, when the replica is driven, is its converged revision
+	// given the loop's applied one (replica.Driver.Converged); nil: the
+	// loop's registries are what is served.
+	converged func(applied int64) (int64, time.Time)
 	// node, if set, reports the replica node beside the sidecar.
 	node func() snapshot.Node
 
@@ -46,8 +51,9 @@ type heartbeater struct {
 	clashAt time.Time // when it was last seen
 }
 
-// poke asks for a heartbeat now (what it reports changed). It never
-// blocks.
+// poke asks for a heartbeat now (what it reports changed: the replica
+// driver calls it when a change becomes served). It never blocks; pokes
+// coalesce, at most one heartbeat per minBeatGap.
 func (h *heartbeater) poke() {
 	select {
 	case h.wake <- struct{}{}:
@@ -67,23 +73,29 @@ func (h *heartbeater) onPass(p reconcile.PassResult) {
 	if len(p.Changes) == 0 && !changed && p.Trigger != reconcile.TriggerStart {
 		return
 	}
-	select {
-	case h.wake <- struct{}{}:
-	default:
-	}
+	h.poke()
 }
+
+// minBeatGap spaces heartbeats asked for at once: a burst of changes
+// served one after the other writes a few rows, not one per change.
+const minBeatGap = 250 * time.Millisecond
 
 func (h *heartbeater) run(ctx context.Context) error {
 	t := time.NewTimer(keepalive(h.every))
 	defer t.Stop()
 	h.beat(ctx)
+	last := time.Now()
 	for {
 		select {
 		case <-ctx.Done():
 			return nil
 		case <-t.C:
 		case <-h.wake:
+			if gap := minBeatGap - time.Since(last); gap > 0 && !backoff.Wait(ctx, gap) {
+				return nil
+			}
 		}
+		last = time.Now()
 		t.Reset(keepalive(h.every))
 		if ctx.Err() != nil {
 			return nil
@@ -154,6 +166,10 @@ func (h *heartbeater) write(ctx context.Context, stopped bool) error {
 		Counts:      counts,
 		Stopped:     stopped,
 		LastError:   st.LastError,
+	}
+	r.HeadRevision, r.ConvergedRevision, r.ConvergedAt = st.Revision, st.Revision, st.RevisionAt
+	if h.converged != nil {
+		r.ConvergedRevision, r.ConvergedAt = h.converged(st.Revision)
 	}
 	if h.node != nil {
 		r.Node = h.node()

@@ -15,7 +15,7 @@ import (
 // replicaDriver builds the driver of the replica beside this sidecar, or
 // returns nil when replica.url is empty. closeBus releases the bus
 // connections after the driver's Run has returned.
-func (d *Daemon) replicaDriver(cfg *config.Config, m *replica.Metrics, store snapshot.Store) (drv *replica.Driver, closeBus func() error, err error) {
+func (d *Daemon) replicaDriver(cfg *config.Config, m *replica.Metrics, store snapshot.Store, onSettle func()) (drv *replica.Driver, closeBus func() error, err error) {
 	if cfg.ReplicaURL == "" {
 		return nil, nil, nil
 	}
@@ -43,6 +43,7 @@ func (d *Daemon) replicaDriver(cfg *config.Config, m *replica.Metrics, store sna
 		Metrics:            m,
 		Logger:             d.log,
 		Shadow:             strings.EqualFold(cfg.ReplicaMode, "shadow"),
+		OnSettle:           onSettle,
 	}
 	// The nodes keep their records in the store's database: its catalog
 	// tells whether an object's table and columns exist.

@@ -122,6 +122,11 @@ type Status struct {
 	// apply.timeout or cut at a stop, Close past its bound) that the loop
 	// stopped waiting for and that have not returned yet.
 	Abandoned int `json:"abandoned"`
+	// Revision is the highest revision among the rows the loop has read
+	// (every change up to it is applied to the registries), RevisionAt
+	// when it last moved, by the store's clock.
+	Revision   int64     `json:"revision"`
+	RevisionAt time.Time `json:"revision_at,omitzero"`
 }
 
 // DriftItem is one entry that differs from what the rows say.

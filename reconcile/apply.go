@@ -26,6 +26,7 @@ type step struct {
 	// was built; the node keeps its revision until its own journal entry
 	// comes, so that its dependents are still told.
 	rev int64
+	at  time.Time // rev's watermark time
 }
 
 // prior is what the registry held for an entry being planned.
@@ -79,7 +80,7 @@ func (r *Reconciler) apply(ctx context.Context, refs []target, rows func(*node) 
 		}
 		if st.node != nil {
 			if row, ok := rows(st.node); ok && row != (rowOf{}) {
-				st.row, st.sig, st.rev = row, signature(st.node, row, r.model), row.revision()
+				st.row, st.sig, st.rev, st.at = row, signature(st.node, row, r.model), row.revision(), row.revisionAt()
 			}
 		}
 	})
@@ -387,7 +388,7 @@ func (r *Reconciler) record(ctx context.Context, st step, o outcome, now time.Ti
 		r.closeInstance(ctx, st.ref.Kind, st.ref.Key, toClose)
 	}
 	t.result(st.ref.Kind, o.result)
-	change := Change{Kind: st.ref.Kind, Key: st.ref.Key, Action: st.action, Revision: st.rev, State: e.State}
+	change := Change{Kind: st.ref.Kind, Key: st.ref.Key, Action: st.action, Revision: st.rev, State: e.State, At: st.at}
 	level := r.entryLevel(e.State)
 	if !r.log.Enabled(ctx, level) {
 		return change

@@ -65,6 +65,18 @@ type Row struct {
 	Fault string `json:"fault,omitempty"`
 	// Gone: the row was not found (deleted since the entry was built).
 	Gone bool `json:"gone,omitempty"`
+	// Beside are the rows of the same type, name, organization and
+	// package in another state (a draft waiting to be promoted, an
+	// archived copy), when the store can tell.
+	Beside []BesideRow `json:"beside,omitempty"`
+}
+
+// BesideRow is a sys_metadata row beside an entry's own.
+type BesideRow struct {
+	ID       string  `json:"id"`
+	State    string  `json:"state"`
+	Revision int64   `json:"revision"`
+	Version  float64 `json:"version,omitempty"`
 }
 
 // Explanation is everything known about one entry: GET /v1/item.
@@ -220,6 +232,13 @@ func (r *Reconciler) readRow(ctx context.Context, addr snapshot.Address, fault s
 	case cur.meta != nil:
 		m := cur.meta
 		row.Revision, row.State, row.Version, row.Checksum, row.Withheld = m.Revision, m.State, m.Version, m.Checksum, m.Withheld
+		if b, ok := r.src.(snapshot.Besider); ok {
+			if beside, err := b.Beside(rctx, m.Type, m.Name, m.OrganizationID, m.PackageID); err == nil {
+				for _, o := range beside {
+					row.Beside = append(row.Beside, BesideRow{ID: o.ID, State: o.State, Revision: o.Revision, Version: o.Version})
+				}
+			}
+		}
 	default:
 		row.Revision = cur.revision()
 	}

@@ -32,6 +32,7 @@ func TestExplainCorpus(t *testing.T) {
 		b := start(t, s, url, Options{ResyncInterval: -1})
 		ctx := context.Background()
 
+		b.exec(`INSERT INTO sys_metadata (id, type, name, state, metadata) VALUES ('hook-draft', 'hook', 'AccountHealthScoreTrigger', 'draft', '{"object":"account"}')`)
 		hook, ok := b.rec.Explain(ctx, registry.KindEngine, "hook/AccountHealthScoreTrigger")
 		if !ok || hook.State != registry.StateHeld {
 			t.Fatalf("hook: %v %+v", ok, hook.Entry)
@@ -49,7 +50,10 @@ func TestExplainCorpus(t *testing.T) {
 			t.Errorf("hook's remedy: %q", hook.Remedy)
 		}
 		if hook.Row == nil || hook.Row.ID != "hook-AccountHealthScoreTrigger" || hook.Row.Revision != hook.Revision {
-			t.Errorf("hook's row: %+v (entry revision %d)", hook.Row, hook.Revision)
+			t.Fatalf("hook's row: %+v (entry revision %d)", hook.Row, hook.Revision)
+		}
+		if bs := hook.Row.Beside; len(bs) != 1 || bs[0].ID != "hook-draft" || bs[0].State != "draft" {
+			t.Errorf("the draft beside the hook: %+v", bs)
 		}
 
 		acc, ok := b.rec.Explain(ctx, registry.KindEngine, "object/account")

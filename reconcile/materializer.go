@@ -3,6 +3,7 @@ package reconcile
 import (
 	"context"
 	"encoding/json"
+	"time"
 
 	"github.com/objectstack-fleet/reconciler/registry"
 	"github.com/objectstack-fleet/reconciler/snapshot"
@@ -78,6 +79,9 @@ type Change struct {
 	Action   Action         `json:"action"`
 	Revision int64          `json:"revision"`
 	State    registry.State `json:"state"`
+	// At is the revision's watermark time (when the row was written, by
+	// the store's clock); zero for an eviction (the row is gone).
+	At time.Time `json:"at,omitzero"`
 }
 
 // Action is what a pass did to an entry.
@@ -96,6 +100,11 @@ type ChangeSet struct {
 	Replica string   `json:"replica"`
 	Cursor  string   `json:"cursor"`
 	Changes []Change `json:"changes"`
+	// StoreAt is the store's clock at the read this pass applied
+	// (snapshot.Cursor.At), PolledAt this process's clock when that read
+	// answered: together they map a local moment to the store's clock.
+	StoreAt  time.Time `json:"-"`
+	PolledAt time.Time `json:"-"`
 }
 
 // Notifier is told about each pass that changed something. Notify must not

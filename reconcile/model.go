@@ -81,6 +81,9 @@ type model struct {
 	bySym      map[string][]*node
 	dependents map[string]map[registry.Ref]struct{}
 	code       []string // object names defined in code, besides sys_*
+	// shared lists the rows of keys several rows claim (organization or
+	// package NULL beside '', which key alike), by key.
+	shared map[registry.Ref][]snapshot.Address
 	// owners binds connector credential keys to the organization they
 	// serve (trust.go); replaced, never changed in place.
 	owners map[string]string
@@ -145,6 +148,7 @@ func (m *model) putAll(ns []*node) {
 	var lost map[*node]bool // replaced by a later row
 	for _, n := range all {
 		if old, ok := m.nodes[n.ref]; ok {
+			m.shareKey(n.ref, old.addr, n.addr)
 			if old.rev > n.rev {
 				continue
 			}
@@ -333,6 +337,34 @@ func (m *model) resolveNode(n *node, w want) (*node, bool) {
 	return best, best != nil
 }
 
+// shareKey records that the rows a and b claim one key.
+func (m *model) shareKey(ref registry.Ref, a, b snapshot.Address) {
+	if m.shared == nil {
+		m.shared = make(map[registry.Ref][]snapshot.Address)
+	}
+	for _, x := range []snapshot.Address{a, b} {
+		if !slices.Contains(m.shared[ref], x) {
+			m.shared[ref] = append(m.shared[ref], x)
+		}
+	}
+}
+
+// touchesShared reports whether addrs change a row of a key other rows
+// claim too.
+func (m *model) touchesShared(addrs []snapshot.Address) bool {
+	if len(m.shared) == 0 {
+		return false
+	}
+	for _, a := range addrs {
+		for _, rows := range m.shared {
+			if slices.Contains(rows, a) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
 // pkgLess orders packages for resolution: no package first, then by id.
 func pkgLess(a, b string) bool {
 	if a == "" || b == "" {
@@ -362,6 +394,18 @@ func credentialWant(ref string) want {
 	return newWant(registry.KindCredential, "", registry.CredentialKey(ref))
 }
 
+// MetadataRef is the entry a sys_metadata row is desired as (when active):
+// a connector, a datasource or an engine item, by its key.
+func MetadataRef(row *snapshot.MetadataRow) registry.Ref {
+	switch row.Type {
+	case "connector":
+		return registry.Ref{Kind: registry.KindConnector, Key: registry.NamedKey(row.OrganizationID, row.Name, row.PackageID)}
+	case "datasource":
+		return registry.Ref{Kind: registry.KindDatasource, Key: registry.NamedKey(row.OrganizationID, row.Name, row.PackageID)}
+	}
+	return registry.Ref{Kind: registry.KindEngine, Key: registry.EngineKey(row.OrganizationID, row.Type, row.Name, row.PackageID)}
+}
+
 // metadataNode returns the node of a sys_metadata row, or nil when the row
 // is not desired (not active, a disabled connector, an inactive
 // datasource). A body that cannot be parsed still gets a node, carrying
@@ -371,16 +415,11 @@ func metadataNode(row *snapshot.MetadataRow, lim metadata.Limits) *node {
 		return nil
 	}
 	n := &node{addr: snapshot.Address{Table: snapshot.TableMetadata, Key: row.ID}, rev: row.Revision,
-		org: row.OrganizationID, pkg: row.PackageID}
-	switch row.Type {
-	case "connector":
-		n.ref = registry.Ref{Kind: registry.KindConnector, Key: registry.NamedKey(row.OrganizationID, row.Name, row.PackageID)}
-		n.sym = symOf(registry.KindConnector, "", row.Name)
-	case "datasource":
-		n.ref = registry.Ref{Kind: registry.KindDatasource, Key: registry.NamedKey(row.OrganizationID, row.Name, row.PackageID)}
-		n.sym = symOf(registry.KindDatasource, "", row.Name)
+		org: row.OrganizationID, pkg: row.PackageID, ref: MetadataRef(row)}
+	switch n.ref.Kind {
+	case registry.KindConnector, registry.KindDatasource:
+		n.sym = symOf(n.ref.Kind, "", row.Name)
 	default:
-		n.ref = registry.Ref{Kind: registry.KindEngine, Key: registry.EngineKey(row.OrganizationID, row.Type, row.Name, row.PackageID)}
 		n.sym = symOf(registry.KindEngine, row.Type, row.Name)
 	}
 	// One pass canonicalizes the body for signatures and proves it JSON,

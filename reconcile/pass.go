@@ -131,7 +131,8 @@ func (r *Reconciler) pass(ctx context.Context, trig Trigger, relist bool) error 
 	if len(res.Changes) > 0 {
 		r.metrics.PassDuration.Observe(res.Duration.Seconds())
 		if r.opts.Notifier != nil {
-			r.opts.Notifier.Notify(ChangeSet{Replica: r.opts.ReplicaID, Cursor: r.cursor.String(), Changes: res.Changes})
+			r.opts.Notifier.Notify(ChangeSet{Replica: r.opts.ReplicaID, Cursor: r.cursor.String(), Changes: res.Changes,
+				StoreAt: r.cursor.At, PolledAt: r.polledAt})
 		}
 	}
 	// The stall check is a store call too: one that fails (a path that
@@ -195,7 +196,8 @@ func (r *Reconciler) refreshStall(ctx context.Context) error {
 func (r *Reconciler) pollPass(ctx context.Context, res *PassResult) ([]Change, error) {
 	t0 := time.Now()
 	addrs, next, err := r.src.Poll(ctx, r.cursor)
-	r.metrics.PollDuration.Observe(time.Since(t0).Seconds())
+	polled := time.Now()
+	r.metrics.PollDuration.Observe(polled.Sub(t0).Seconds())
 	switch {
 	case errors.Is(err, snapshot.ErrCursorExpired):
 		r.log.WarnContext(ctx, "cursor expired, relisting", slog.String("cursor", r.cursor.String()))
@@ -207,6 +209,13 @@ func (r *Reconciler) pollPass(ctx context.Context, res *PassResult) ([]Change, e
 		return r.relistPass(ctx, TriggerRegressed)
 	case err != nil:
 		return nil, fmt.Errorf("poll after %s: %w", r.cursor, err)
+	}
+	if r.model.touchesShared(addrs) {
+		// A row of a key other rows claim too changed: only a relist
+		// knows which of them wins now (a delete must not evict the key
+		// while another row still claims it).
+		res.Relist, res.Trigger = true, TriggerRecovered
+		return r.relistPass(ctx, TriggerRecovered)
 	}
 	now := time.Now()
 	var forced map[registry.Ref]bool
@@ -234,14 +243,14 @@ func (r *Reconciler) pollPass(ctx context.Context, res *PassResult) ([]Change, e
 	defer r.retried(asked) // once applied (or failed: the callers look again)
 	addrs = r.takeRereads(addrs)
 	if len(addrs) == 0 && len(forced) == 0 {
-		r.cursor = next
+		r.cursor, r.polledAt = next, polled
 		return nil, nil
 	}
 	changes, err := r.applyDelta(ctx, addrs, forced)
 	if err != nil {
 		return changes, err
 	}
-	r.cursor = next
+	r.cursor, r.polledAt = next, polled
 	return changes, nil
 }
 
@@ -254,6 +263,7 @@ func (r *Reconciler) applyDelta(ctx context.Context, addrs []snapshot.Address, f
 		if err != nil {
 			return nil, fmt.Errorf("read %d changed rows: %w", len(addrs), err)
 		}
+		r.setRevision(max(r.revision(), maxRevision(got)))
 		rows.add(got)
 	}
 	seen := make(map[snapshot.Address]bool, len(addrs))
@@ -296,8 +306,11 @@ func (r *Reconciler) applyDelta(ctx context.Context, addrs []snapshot.Address, f
 			r.rereads[addr] = true // its body comes with a later read (memory.go)
 		}
 		old := r.model.nodes[n.ref]
-		if old != nil && old.addr != addr && old.rev > n.rev {
-			continue // another row claims this key with a newer revision
+		if old != nil && old.addr != addr {
+			r.model.shareKey(n.ref, old.addr, addr)
+			if old.rev > n.rev {
+				continue // another row claims this key with a newer revision
+			}
 		}
 		if old == nil || old.rev != n.rev || old.hold != n.hold || old.fault != n.fault || old.deferred != n.deferred || !sameWants(old.wants, n.wants) {
 			affected[n.ref] = true
@@ -376,6 +389,7 @@ func (r *Reconciler) relistPass(ctx context.Context, trig Trigger) ([]Change, er
 		restoreGC = raiseGC(r.opts.SyncGCPercent)
 	}
 	all, cur, parsed, err := r.relistRows(ctx)
+	polled := time.Now()
 	if err == nil {
 		err = r.loadGuard(ctx) // once, before the first relist applies
 	}
@@ -394,7 +408,8 @@ func (r *Reconciler) relistPass(ctx context.Context, trig Trigger) ([]Change, er
 		return nil, fmt.Errorf("relist (%s): %w", trig, err)
 	}
 	restoreGC() // before Synced: a synced process runs at its own setting
-	r.cursor = cur
+	r.cursor, r.polledAt = cur, polled
+	r.setRevision(maxRevision(all))
 	r.relistReason = ""
 	r.markSynced()
 	return changes, nil
@@ -476,6 +491,34 @@ func (row rowOf) revision() int64 {
 		return row.cred.Revision
 	}
 	return 0
+}
+
+// revisionAt is the row's watermark time (store clock).
+func (row rowOf) revisionAt() time.Time {
+	switch {
+	case row.meta != nil:
+		return row.meta.UpdatedAt
+	case row.secret != nil:
+		return row.secret.UpdatedAt
+	case row.cred != nil:
+		return row.cred.UpdatedAt
+	}
+	return time.Time{}
+}
+
+// maxRevision is the highest revision among rows.
+func maxRevision(rows snapshot.Rows) int64 {
+	var n int64
+	for i := range rows.Metadata {
+		n = max(n, rows.Metadata[i].Revision)
+	}
+	for i := range rows.Secrets {
+		n = max(n, rows.Secrets[i].Revision)
+	}
+	for i := range rows.Credentials {
+		n = max(n, rows.Credentials[i].Revision)
+	}
+	return n
 }
 
 func (row rowOf) body() []byte {

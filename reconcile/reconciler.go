@@ -55,7 +55,8 @@ type Reconciler struct {
 	modelMu      sync.RWMutex
 	model        *model
 	cursor       snapshot.Cursor
-	relistReason Trigger // non-empty: the next pass must relist
+	polledAt     time.Time // this process's clock when cursor was read
+	relistReason Trigger   // non-empty: the next pass must relist
 	retries      map[registry.Ref]time.Time
 	waits        map[registry.Ref]<-chan struct{} // held until a shared resource frees (HeldUntil)
 	flights      []*flight                        // batches outlasting their pass (late.go)
@@ -239,6 +240,24 @@ func (r *Reconciler) Status() Status {
 	return s
 }
 
+// revision is the highest revision among the rows the loop has read
+// (relists and changed rows): every change up to it is applied.
+func (r *Reconciler) revision() int64 {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.status.Revision
+}
+
+// setRevision records the highest revision read, and when (the store's
+// clock of the read) it last moved.
+func (r *Reconciler) setRevision(rev int64) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if rev != r.status.Revision {
+		r.status.Revision, r.status.RevisionAt = rev, r.cursor.At
+	}
+}
+
 // Run relists, then polls until ctx ends. It returns nil when ctx ended,
 // within Options.StopTimeout whatever a materializer does: the pass in
 // flight may go on for the first three fifths of it (then what still runs
@@ -290,6 +309,7 @@ func (r *Reconciler) Run(ctx context.Context) error {
 	nextPoll := now
 	nextResync := now.Add(r.resyncDelay())
 	storeFailures := 0
+	var lastHint, hintDue time.Time // hint passes are spaced (hintSpacing)
 
 	for {
 		select {
@@ -307,9 +327,22 @@ func (r *Reconciler) Run(ctx context.Context) error {
 			r.land(passCtx)
 			r.retried(nil) // retries waiting for those calls
 		}
+		// Hints (NOTIFY) start a pass at most every hintSpacing: a flood of
+		// them is one early pass, not thousands.
+		if flags&flagHint != 0 && now.Sub(lastHint) < r.hintSpacing() {
+			flags &^= flagHint
+			hintDue = lastHint.Add(r.hintSpacing())
+		}
+		if !hintDue.IsZero() && !now.Before(hintDue) {
+			flags |= flagHint
+			hintDue = time.Time{}
+		}
 		trig, relist := r.decide(now, flags, nextPoll, nextResync)
+		if trig == TriggerHint {
+			lastHint, hintDue = now, time.Time{}
+		}
 		if trig == "" {
-			r.resetTimer(timer, r.nextDue(nextPoll, nextResync, storeFailures > 0))
+			r.resetTimer(timer, earliest(r.nextDue(nextPoll, nextResync, storeFailures > 0), hintDue))
 			continue
 		}
 		if relist && (trig == TriggerAntiEntropy || trig == TriggerResync) {
@@ -324,8 +357,22 @@ func (r *Reconciler) Run(ctx context.Context) error {
 			storeFailures = 0
 			nextPoll = time.Now().Add(r.pollDelay())
 		}
-		r.resetTimer(timer, r.nextDue(nextPoll, nextResync, storeFailures > 0))
+		r.resetTimer(timer, earliest(r.nextDue(nextPoll, nextResync, storeFailures > 0), hintDue))
 	}
+}
+
+// hintSpacing is the least time between two passes started by hints:
+// a tenth of poll.interval, between 50ms and 1s.
+func (r *Reconciler) hintSpacing() time.Duration {
+	return min(max(50*time.Millisecond, r.opts.PollInterval/10), time.Second)
+}
+
+// earliest is the earlier of a due time and an optional one (zero: none).
+func earliest(due, opt time.Time) time.Time {
+	if !opt.IsZero() && opt.Before(due) {
+		return opt
+	}
+	return due
 }
 
 // decide picks what to do now: a relist, a poll, or nothing ("").

@@ -75,7 +75,7 @@ type migration struct {
 
 // SchemaVersion is the schema version this binary needs (the newest
 // embedded migration); both stores have the same versions.
-const SchemaVersion = 8
+const SchemaVersion = 9
 
 func loadMigrations(kind string) ([]migration, error) {
 	dir := "migrations/" + kind

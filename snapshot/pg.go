@@ -709,8 +709,12 @@ WHERE r.updated_at <= now() - make_interval(secs => $1)
 // Head implements Source.
 func (p *PG) Head(ctx context.Context) (Watermark, error) {
 	var w Watermark
-	err := p.pool.QueryRow(ctx, `SELECT greatest((SELECT coalesce(max(seq), 0) FROM sys_reconcile_journal), pruned_seq), now()
-FROM sys_reconciler_state WHERE id = 1`).Scan(&w.Seq, &w.At)
+	var revAt *time.Time
+	err := p.pool.QueryRow(ctx, `SELECT greatest((SELECT coalesce(max(seq), 0) FROM sys_reconcile_journal), pruned_seq), now(),
+  coalesce(r.revision, 0), r.updated_at
+FROM sys_reconciler_state LEFT JOIN (SELECT revision, updated_at FROM sys_reconciler_revision ORDER BY revision DESC LIMIT 1) r ON true
+WHERE id = 1`).Scan(&w.Seq, &w.At, &w.Revision, &revAt)
+	w.RevisionAt = timeOf(revAt)
 	if err != nil {
 		return Watermark{}, p.interpretError("head", err)
 	}
@@ -737,17 +741,20 @@ func (p *PG) Heartbeat(ctx context.Context, r Replica) (string, error) {
 	var clash string
 	var clashNow bool
 	err := p.pool.QueryRow(ctx, `INSERT INTO sys_reconciler_replica AS o
-  (replica_id, host, pid, version, started_at, heartbeat_at, cursor, cursor_seq, cursor_at, counts, stopped, last_error, node)
-VALUES ($1, $2, $3, $4, coalesce($5, now()), coalesce($6, now()), $7, $8, $9, $10::text::jsonb, $11, $12, $13)
+  (replica_id, host, pid, version, started_at, heartbeat_at, cursor, cursor_seq, cursor_at, counts, stopped, last_error, node,
+   converged_revision, converged_at, head_revision)
+VALUES ($1, $2, $3, $4, coalesce($5, now()), coalesce($6, now()), $7, $8, $9, $10::text::jsonb, $11, $12, $13, $14, $15, $16)
 ON CONFLICT (replica_id) DO UPDATE SET host = EXCLUDED.host, pid = EXCLUDED.pid, version = EXCLUDED.version,
   started_at = EXCLUDED.started_at, heartbeat_at = EXCLUDED.heartbeat_at, cursor = EXCLUDED.cursor,
   cursor_seq = EXCLUDED.cursor_seq, cursor_at = EXCLUDED.cursor_at, counts = EXCLUDED.counts,
   stopped = EXCLUDED.stopped, last_error = EXCLUDED.last_error, node = EXCLUDED.node,
+  converged_revision = EXCLUDED.converged_revision, converged_at = EXCLUDED.converged_at, head_revision = EXCLUDED.head_revision,
   clash = CASE WHEN `+pgClash+` THEN o.host || ' pid ' || o.pid ELSE o.clash END,
   clash_at = CASE WHEN `+pgClash+` THEN now() ELSE o.clash_at END
 RETURNING clash, clash_at IS NOT DISTINCT FROM now()`,
 		r.ReplicaID, r.Host, r.PID, r.Version, nullTime(r.StartedAt), nullTime(r.HeartbeatAt), r.Cursor, r.CursorSeq,
-		nullTime(r.CursorAt), countsJSON(r.Counts), r.Stopped, r.LastError, nodeJSON(r.Node)).Scan(&clash, &clashNow)
+		nullTime(r.CursorAt), countsJSON(r.Counts), r.Stopped, r.LastError, nodeJSON(r.Node), r.ConvergedRevision,
+		nullTime(r.ConvergedAt), r.HeadRevision).Scan(&clash, &clashNow)
 	if err != nil {
 		return "", p.interpretError("heartbeat", err)
 	}
@@ -765,26 +772,28 @@ const pgClash = `((o.host, o.pid, o.started_at) IS DISTINCT FROM (EXCLUDED.host,
 // Replicas implements Source.
 func (p *PG) Replicas(ctx context.Context) ([]Replica, error) {
 	rows, err := p.pool.Query(ctx, `SELECT replica_id, host, pid, version, started_at, heartbeat_at, cursor, cursor_seq,
-  cursor_at, counts::text, stopped, last_error, clash, clash_at, node FROM sys_reconciler_replica ORDER BY replica_id`)
+  cursor_at, counts::text, stopped, last_error, clash, clash_at, node, converged_revision, converged_at, head_revision,
+  (SELECT r.updated_at FROM sys_reconciler_revision r WHERE r.revision > o.converged_revision ORDER BY r.revision LIMIT 1)
+FROM sys_reconciler_replica o ORDER BY replica_id`)
 	if err != nil {
 		return nil, p.interpretError("list replicas", err)
 	}
 	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (Replica, error) {
 		var rep Replica
-		var cursorAt, clashAt *time.Time
+		var cursorAt, clashAt, convAt, unserved *time.Time
 		var counts, node string
 		err := r.Scan(&rep.ReplicaID, &rep.Host, &rep.PID, &rep.Version, &rep.StartedAt, &rep.HeartbeatAt, &rep.Cursor,
-			&rep.CursorSeq, &cursorAt, &counts, &rep.Stopped, &rep.LastError, &rep.Clash, &clashAt, &node)
+			&rep.CursorSeq, &cursorAt, &counts, &rep.Stopped, &rep.LastError, &rep.Clash, &clashAt, &node,
+			&rep.ConvergedRevision, &convAt, &rep.HeadRevision, &unserved)
 		rep.Node = parseNode(node)
+		rep.ConvergedAt, rep.UnservedSince = timeOf(convAt), timeOf(unserved)
 		if cursorAt != nil {
 			rep.CursorAt = *cursorAt
 		}
 		if clashAt != nil {
 			rep.ClashAt = *clashAt
 		}
-		if err == nil {
-			err = json.Unmarshal([]byte(counts), &rep.Counts)
-		}
+		rep.Counts = decodeCounts(counts)
 		return rep, err
 	})
 	if err != nil {
@@ -976,6 +985,20 @@ func (p *PG) MetadataNamed(ctx context.Context, typ, name string) ([]MetadataRow
 	queueMetadata(b, &rows, 1, nil, p.selMetadata+" WHERE m.type = $1 AND m.name = $2 ORDER BY m.id", typ, name)
 	if err := p.pool.SendBatch(ctx, b).Close(); err != nil {
 		return nil, p.interpretError("read "+typ+"/"+name, err)
+	}
+	return rows.Metadata, nil
+}
+
+var _ Besider = (*PG)(nil)
+
+// Beside implements Besider.
+func (p *PG) Beside(ctx context.Context, typ, name, org, pkg string) ([]MetadataRow, error) {
+	var rows Rows
+	b := &pgx.Batch{}
+	queueMetadata(b, &rows, 1, nil, p.selMetadata+` WHERE m.type = $1 AND m.name = $2 AND coalesce(m.organization_id, '') = $3
+  AND coalesce(m.package_id, '') = $4 AND m.state <> 'active' ORDER BY m.id`, typ, name, org, pkg)
+	if err := p.pool.SendBatch(ctx, b).Close(); err != nil {
+		return nil, p.interpretError("read rows beside", err)
 	}
 	return rows.Metadata, nil
 }

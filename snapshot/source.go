@@ -190,6 +190,18 @@ type Replica struct {
 	// Node is what the sidecar sees of its replica node (Reported false:
 	// nothing).
 	Node Node `json:"node,omitzero"`
+	// ConvergedRevision is the highest revision such that every change up
+	// to it is served by this sidecar's replica (in-sync, or published
+	// once where the replica does not show its state); ConvergedAt when
+	// the last of them was served, by the store's clock. HeadRevision is
+	// the highest revision the sidecar's loop has applied.
+	ConvergedRevision int64     `json:"converged_revision"`
+	ConvergedAt       time.Time `json:"converged_at,omitzero"`
+	HeadRevision      int64     `json:"head_revision"`
+	// UnservedSince is the watermark time (store's clock) of the oldest
+	// current row revision above ConvergedRevision: how long the replica
+	// has not served everything (read only; zero when it serves all).
+	UnservedSince time.Time `json:"unserved_since,omitzero"`
 }
 
 // Watermark is the store's current head: the newest journal seq and when it
@@ -197,6 +209,10 @@ type Replica struct {
 type Watermark struct {
 	Seq int64     `json:"seq"`
 	At  time.Time `json:"at"`
+	// Revision is the store's highest row revision (deleted rows'
+	// included), RevisionAt when it was written (zero: none yet).
+	Revision   int64     `json:"revision"`
+	RevisionAt time.Time `json:"revision_at,omitzero"`
 }
 
 // Source is the store seen by the reconcile loop. Implementations are safe
@@ -263,4 +279,12 @@ type Source interface {
 // reconnects by itself and returns only ctx's error.
 type Hinter interface {
 	Listen(ctx context.Context, wake func()) error
+}
+
+// Besider reads the rows beside an active sys_metadata row: those of the
+// same type, name, organization and package in another state (a draft
+// waiting to be promoted, an archived copy). "" matches NULL or empty.
+// Explain shows them; the loop never reads them.
+type Besider interface {
+	Beside(ctx context.Context, typ, name, org, pkg string) ([]MetadataRow, error)
 }

@@ -30,6 +30,8 @@ type SQLite struct {
 
 var _ Store = (*SQLite)(nil)
 
+var _ Besider = (*SQLite)(nil)
+
 // sqliteTime is how timestamps are stored: RFC 3339 in UTC with
 // milliseconds, the same text strftime('%Y-%m-%dT%H:%M:%fZ') writes, so
 // they compare as strings.
@@ -535,12 +537,18 @@ func (s *SQLite) Stall(ctx context.Context, cur Cursor, _ time.Duration) (Stall,
 func (s *SQLite) Head(ctx context.Context) (Watermark, error) {
 	var w Watermark
 	var at string
-	err := s.db.QueryRowContext(ctx, `SELECT `+sqliteHead+`, strftime('%Y-%m-%dT%H:%M:%fZ', 'now')
-FROM sys_reconciler_state st WHERE id = 1`).Scan(&w.Seq, &at)
+	var revAt sql.NullString
+	err := s.db.QueryRowContext(ctx, `SELECT `+sqliteHead+`, strftime('%Y-%m-%dT%H:%M:%fZ', 'now'),
+  coalesce((SELECT max(revision) FROM sys_reconciler_revision), 0),
+  (SELECT updated_at FROM sys_reconciler_revision ORDER BY revision DESC LIMIT 1)
+FROM sys_reconciler_state st WHERE id = 1`).Scan(&w.Seq, &at, &w.Revision, &revAt)
 	if err != nil {
 		return Watermark{}, s.interpretError("head", err)
 	}
 	w.At = parseSQLiteTime(at)
+	if revAt.Valid {
+		w.RevisionAt = parseSQLiteTime(revAt.String)
+	}
 	return w, nil
 }
 
@@ -556,17 +564,20 @@ func (s *SQLite) Heartbeat(ctx context.Context, r Replica) (string, error) {
 	var clash string
 	var clashNow bool
 	err := s.db.QueryRowContext(ctx, `INSERT INTO sys_reconciler_replica AS o
-  (replica_id, host, pid, version, started_at, heartbeat_at, cursor, cursor_seq, cursor_at, counts, stopped, last_error, node)
-VALUES (?1, ?2, ?3, ?4, coalesce(?5, `+sqliteNow+`), coalesce(?6, `+sqliteNow+`), ?7, ?8, ?9, ?10, ?11, ?12, ?13)
+  (replica_id, host, pid, version, started_at, heartbeat_at, cursor, cursor_seq, cursor_at, counts, stopped, last_error, node,
+   converged_revision, converged_at, head_revision)
+VALUES (?1, ?2, ?3, ?4, coalesce(?5, `+sqliteNow+`), coalesce(?6, `+sqliteNow+`), ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16)
 ON CONFLICT (replica_id) DO UPDATE SET host = excluded.host, pid = excluded.pid, version = excluded.version,
   started_at = excluded.started_at, heartbeat_at = excluded.heartbeat_at, cursor = excluded.cursor,
   cursor_seq = excluded.cursor_seq, cursor_at = excluded.cursor_at, counts = excluded.counts,
   stopped = excluded.stopped, last_error = excluded.last_error, node = excluded.node,
+  converged_revision = excluded.converged_revision, converged_at = excluded.converged_at, head_revision = excluded.head_revision,
   clash = CASE WHEN `+sqliteClash+` THEN o.host || ' pid ' || o.pid ELSE o.clash END,
   clash_at = CASE WHEN `+sqliteClash+` THEN `+sqliteNow+` ELSE o.clash_at END
 RETURNING clash, coalesce(clash_at = `+sqliteNow+`, 0)`,
 		r.ReplicaID, r.Host, r.PID, r.Version, sqliteTimeArg(r.StartedAt), sqliteTimeArg(r.HeartbeatAt), r.Cursor, r.CursorSeq,
-		sqliteTimeArg(r.CursorAt), countsJSON(r.Counts), r.Stopped, r.LastError, nodeJSON(r.Node)).Scan(&clash, &clashNow)
+		sqliteTimeArg(r.CursorAt), countsJSON(r.Counts), r.Stopped, r.LastError, nodeJSON(r.Node), r.ConvergedRevision,
+		sqliteTimeArg(r.ConvergedAt), r.HeadRevision).Scan(&clash, &clashNow)
 	if err != nil {
 		return "", s.interpretError("heartbeat", err)
 	}
@@ -584,12 +595,15 @@ const sqliteClash = `((o.host <> excluded.host OR o.pid <> excluded.pid OR o.sta
 // Replicas implements Source.
 func (s *SQLite) Replicas(ctx context.Context) ([]Replica, error) {
 	out, err := sqliteSelect(ctx, s.db, `SELECT replica_id, host, pid, version, started_at, heartbeat_at, cursor, cursor_seq,
-  cursor_at, counts, stopped, last_error, clash, clash_at, node FROM sys_reconciler_replica ORDER BY replica_id`, nil, func(r *sql.Rows) (Replica, error) {
+  cursor_at, counts, stopped, last_error, clash, clash_at, node, converged_revision, converged_at, head_revision,
+  (SELECT r.updated_at FROM sys_reconciler_revision r WHERE r.revision > o.converged_revision ORDER BY r.revision LIMIT 1)
+FROM sys_reconciler_replica o ORDER BY replica_id`, nil, func(r *sql.Rows) (Replica, error) {
 		var rep Replica
 		var started, hb, counts, node string
-		var cursorAt, clashAt sql.NullString
+		var cursorAt, clashAt, convAt, unserved sql.NullString
 		err := r.Scan(&rep.ReplicaID, &rep.Host, &rep.PID, &rep.Version, &started, &hb, &rep.Cursor, &rep.CursorSeq,
-			&cursorAt, &counts, &rep.Stopped, &rep.LastError, &rep.Clash, &clashAt, &node)
+			&cursorAt, &counts, &rep.Stopped, &rep.LastError, &rep.Clash, &clashAt, &node, &rep.ConvergedRevision, &convAt,
+			&rep.HeadRevision, &unserved)
 		if err != nil {
 			return rep, err
 		}
@@ -601,7 +615,14 @@ func (s *SQLite) Replicas(ctx context.Context) ([]Replica, error) {
 		if clashAt.Valid {
 			rep.ClashAt = parseSQLiteTime(clashAt.String)
 		}
-		return rep, json.Unmarshal([]byte(counts), &rep.Counts)
+		if convAt.Valid {
+			rep.ConvergedAt = parseSQLiteTime(convAt.String)
+		}
+		if unserved.Valid {
+			rep.UnservedSince = parseSQLiteTime(unserved.String)
+		}
+		rep.Counts = decodeCounts(counts)
+		return rep, nil
 	})
 	if err != nil {
 		return nil, s.interpretError("list replicas", err)
@@ -716,6 +737,21 @@ func (s *SQLite) MetadataNamed(ctx context.Context, typ, name string) ([]Metadat
 	rows, err := sqliteSelect(ctx, s.db, s.selMetadata+" WHERE m.type = ?1 AND m.name = ?2 ORDER BY m.id", []any{typ, name}, scanSQLiteMetadata)
 	if err != nil {
 		return nil, s.interpretError("read "+typ+"/"+name, err)
+	}
+	return rows, nil
+}
+
+// Beside implements Besider.
+func (s *SQLite) Beside(ctx context.Context, typ, name, org, pkg string) ([]MetadataRow, error) {
+	tx, err := s.db.BeginTx(ctx, &sql.TxOptions{ReadOnly: true})
+	if err != nil {
+		return nil, s.interpretError("read rows beside", err)
+	}
+	defer func() { _ = tx.Rollback() }()
+	rows, err := sqliteSelect(ctx, tx, s.selMetadata+` WHERE m.type = ? AND m.name = ? AND coalesce(m.organization_id, '') = ?
+  AND coalesce(m.package_id, '') = ? AND m.state <> 'active' ORDER BY m.id`, []any{typ, name, org, pkg}, scanSQLiteMetadata)
+	if err != nil {
+		return nil, s.interpretError("read rows beside", err)
 	}
 	return rows, nil
 }

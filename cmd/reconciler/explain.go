@@ -155,6 +155,9 @@ func printExplained(out io.Writer, now time.Time, x explained) {
 		if r.Gone {
 			desc += ", gone from the store"
 		}
+		for _, b := range r.Beside {
+			desc += fmt.Sprintf("; beside it: %s (%s, revision %d)", clean(b.ID), clean(b.State), b.Revision)
+		}
 		fmt.Fprintf(w, "  row\t%s\n", desc)
 		if r.Fault != "" {
 			fmt.Fprintf(w, "  fault\t%s\n", clean(r.Fault))

@@ -66,13 +66,15 @@ func TestExplainCorpusProcess(t *testing.T) {
 			snapshottest.Exec(t, url, `INSERT INTO sys_metadata (id, type, name, metadata) VALUES ($1, $2, $3, $4)`,
 				it.Type+"-"+it.Name, it.Type, it.Name, string(it.Body))
 		}
+		snapshottest.Exec(t, url, `INSERT INTO sys_metadata (id, type, name, state, metadata) VALUES ('hook-draft', 'hook', 'AccountHealthScoreTrigger', 'draft', '{"object":"account"}')`)
 		dir := t.TempDir()
 		d := startDaemon(t, daemonOpts{dir: dir, args: []string{"--store.url", url, "--poll.interval", "200ms",
 			"--hint.listen=false", "--drift.dir", "./drift"}})
 		eventually(t, 60*time.Second, "synced", func() bool { code, _ := d.request("GET", "/readyz"); return code == 200 })
 
 		r := reconciler(t, dir, nil, "explain", "hook/AccountHealthScoreTrigger", "--addr", d.addr)
-		if r.code != 0 || !strings.Contains(r.stdout, "references missing object Account") || !strings.Contains(r.stdout, "missing") {
+		if r.code != 0 || !strings.Contains(r.stdout, "references missing object Account") || !strings.Contains(r.stdout, "missing") ||
+			!strings.Contains(r.stdout, "beside it: hook-draft (draft") {
 			t.Errorf("explain hook: exit %d\n%s%s", r.code, r.stdout, r.stderr)
 		}
 		r = reconciler(t, dir, nil, "explain", "--kind", "hook", "AccountHealthScoreTrigger", "--json", "--addr", d.addr)

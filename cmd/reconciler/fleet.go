@@ -12,6 +12,7 @@ import (
 	"github.com/objectstack-fleet/reconciler/daemon"
 	"github.com/objectstack-fleet/reconciler/internal/config"
 	"github.com/objectstack-fleet/reconciler/internal/fleet"
+	"github.com/objectstack-fleet/reconciler/reconcile"
 	"github.com/objectstack-fleet/reconciler/registry"
 	"github.com/objectstack-fleet/reconciler/snapshot"
 )
@@ -20,19 +21,26 @@ func fleetCmd() *command {
 	return &command{
 		short: "List every replica from its heartbeat in the store.",
 		name:  "fleet",
-		usage: "[--store.url URL] [--all] [--json]",
+		usage: "[--store.url URL] [--all] [--change KEY [--kind K]] [--json]",
 		summary: `List every replica's heartbeat from the store: heartbeat age, cursor lag
 behind the store's head and counts per state, flagging stale replicas (no
 heartbeat for 3 heartbeat intervals) and lagging ones (behind the head with a
 cursor older than 2 heartbeat intervals). A replica writes its heartbeat when
 what it reports changes and at least every max(5×poll.interval, 30s): give
 the fleet's poll.interval. A replica id written by two live processes at once
-is flagged DUPLICATE. Replicas stopped over an hour ago, or silent for a day,
-are left out unless --all. Exits 0 even when some are flagged.`,
+is flagged DUPLICATE. Each replica's converged revision (the highest revision
+every change up to which its replica serves) is shown beside the store's head
+revision, with the lag in revisions and seconds (since the oldest change it
+does not serve, on the store's clock). --change KEY says per replica whether
+it serves that entry's current revision, and by when. Replicas stopped over
+an hour ago, or silent for a day, are left out unless --all. Exits 0 even
+when some are flagged.`,
 		flags: func(fs *pflag.FlagSet) {
 			configFlag(fs)
 			config.AddFlags(fs, config.KeyStoreURL, config.KeyPollInterval)
 			fs.Bool("all", false, "also list replicas stopped over an hour ago or silent for a day")
+			fs.String("change", "", "an entry's key: whether and by when each replica serves its current revision")
+			fs.String("kind", "", "the entry's kind for --change (credential, connector, datasource, engine; default: every kind with that key)")
 			jsonFlag(fs)
 		},
 		run: runFleet,
@@ -72,6 +80,10 @@ func runFleet(ctx context.Context, c *cli, fs *pflag.FlagSet) error {
 	if all, _ := fs.GetBool("all"); !all {
 		view = view.Visible()
 	}
+	if key, _ := fs.GetString("change"); key != "" {
+		kind, _ := fs.GetString("kind")
+		return runFleetChange(ctx, c, fs, store, view, registry.Kind(kind), key)
+	}
 	if asJSON, _ := fs.GetBool("json"); asJSON {
 		return printJSON(c.stdout, view)
 	}
@@ -84,9 +96,9 @@ func buildFleet(head snapshot.Watermark, reps []snapshot.Replica, poll time.Dura
 }
 
 func printFleet(c *cli, v fleetView) {
-	fmt.Fprintf(c.stdout, "store head: journal seq %d\n\n", v.Head.Seq)
+	fmt.Fprintf(c.stdout, "store head: journal seq %d, revision %d\n\n", v.Head.Seq, v.Head.Revision)
 	w := tabwriter.NewWriter(c.stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprint(w, "REPLICA\tHOST\tPID\tVERSION\tHEARTBEAT\tCURSOR\tBEHIND\t")
+	fmt.Fprint(w, "REPLICA\tHOST\tPID\tVERSION\tHEARTBEAT\tCURSOR\tBEHIND\tCONVERGED\tLAG\t")
 	for _, s := range registry.States {
 		fmt.Fprintf(w, "%s\t", upper(string(s)))
 	}
@@ -97,7 +109,12 @@ func printFleet(c *cli, v fleetView) {
 		if r.BehindEntries > 0 {
 			behind = fmt.Sprintf("%d (%.0fs)", r.BehindEntries, r.LagSeconds)
 		}
-		fmt.Fprintf(w, "%s\t%s\t%d\t%s\t%s ago\t%s\t%s\t", clean(r.ReplicaID), dash(r.Host), r.PID, dash(r.Version), age(now, r.HeartbeatAt), dash(r.Cursor), behind)
+		lag := "0"
+		if r.ConvergedBehind > 0 {
+			lag = fmt.Sprintf("%d (%.0fs)", r.ConvergedBehind, r.ConvergedLagSeconds)
+		}
+		fmt.Fprintf(w, "%s\t%s\t%d\t%s\t%s ago\t%s\t%s\t%d\t%s\t", clean(r.ReplicaID), dash(r.Host), r.PID, dash(r.Version), age(now, r.HeartbeatAt),
+			dash(r.Cursor), behind, r.ConvergedRevision, lag)
 		for _, s := range registry.States {
 			fmt.Fprintf(w, "%d\t", r.States[string(s)])
 		}
@@ -127,6 +144,87 @@ func printFleet(c *cli, v fleetView) {
 	if v.Hidden > 0 {
 		fmt.Fprintf(c.stdout, "(%d replicas stopped over %s ago or silent for %s not listed: --all lists them)\n", v.Hidden, fleet.GoneStopped, fleet.GoneSilent)
 	}
+}
+
+// fleetChange is the answer of `reconciler fleet --change KEY --json`.
+type fleetChange struct {
+	Kind       registry.Kind        `json:"kind"`
+	Key        string               `json:"key"`
+	Revision   int64                `json:"revision"`    // the entry's current revision (0: no desired row)
+	RevisionAt time.Time            `json:"revision_at"` // when it was written, by the store's clock
+	Replicas   []fleetChangeReplica `json:"replicas"`
+}
+
+// fleetChangeReplica is one replica's answer for the change.
+type fleetChangeReplica struct {
+	ReplicaID         string    `json:"replica_id"`
+	Served            bool      `json:"served"`             // its converged revision covers the change
+	ServedBy          time.Time `json:"served_by,omitzero"` // the change was served at the latest then (store's clock)
+	ConvergedRevision int64     `json:"converged_revision"`
+}
+
+// runFleetChange answers --change: the entry's current revision (from a
+// read-only relist, keyed as the loop keys rows) and, per replica, whether
+// its converged revision covers it.
+func runFleetChange(ctx context.Context, c *cli, fs *pflag.FlagSet, store snapshot.Store, v fleetView, kind registry.Kind, key string) error {
+	rows, _, err := store.Relist(ctx)
+	if err != nil {
+		return fmt.Errorf("read rows: %w", err)
+	}
+	var found []fleetChange
+	add := func(ref registry.Ref, rev int64, at time.Time) {
+		if ref.Key == key && (kind == "" || ref.Kind == kind) {
+			found = append(found, fleetChange{Kind: ref.Kind, Key: ref.Key, Revision: rev, RevisionAt: at})
+		}
+	}
+	for i := range rows.Metadata {
+		m := &rows.Metadata[i]
+		if m.State == "active" {
+			add(reconcile.MetadataRef(m), m.Revision, m.UpdatedAt)
+		}
+	}
+	for _, cr := range rows.Credentials {
+		add(registry.Ref{Kind: registry.KindCredential, Key: registry.CredentialKey(cr.Ref)}, cr.Revision, cr.UpdatedAt)
+	}
+	for _, s := range rows.Secrets {
+		add(registry.Ref{Kind: registry.KindCredential, Key: registry.SecretKey(s.ID)}, s.Revision, s.UpdatedAt)
+	}
+	if len(found) == 0 {
+		return fmt.Errorf("no desired row is the entry %q (a deleted row has no current revision)", key)
+	}
+	for i := range found {
+		for _, r := range v.Replicas {
+			ans := fleetChangeReplica{ReplicaID: r.ReplicaID, ConvergedRevision: r.ConvergedRevision, Served: r.ConvergedRevision >= found[i].Revision}
+			if ans.Served {
+				ans.ServedBy = r.ConvergedAt
+			}
+			found[i].Replicas = append(found[i].Replicas, ans)
+		}
+	}
+	if asJSON, _ := fs.GetBool("json"); asJSON {
+		if len(found) == 1 {
+			return printJSON(c.stdout, found[0])
+		}
+		return printJSON(c.stdout, found)
+	}
+	for _, f := range found {
+		fmt.Fprintf(c.stdout, "%s %s: revision %d, written %s\n\n", f.Kind, clean(f.Key), f.Revision, f.RevisionAt.UTC().Format(time.RFC3339Nano))
+		w := tabwriter.NewWriter(c.stdout, 0, 4, 2, ' ', 0)
+		fmt.Fprintln(w, "REPLICA\tSERVED\tBY\tCONVERGED")
+		for _, r := range f.Replicas {
+			served, by := "no", "-"
+			if r.Served {
+				served = "yes"
+				if !r.ServedBy.IsZero() {
+					by = r.ServedBy.UTC().Format(time.RFC3339Nano)
+				}
+			}
+			fmt.Fprintf(w, "%s\t%s\t%s\t%d\n", clean(r.ReplicaID), served, by, r.ConvergedRevision)
+		}
+		_ = w.Flush()
+		fmt.Fprintln(c.stdout)
+	}
+	return nil
 }
 
 // nodeFlags are the fleet table's flags of a replica's node: down, stale

@@ -93,6 +93,9 @@ type Options struct {
 	Metrics *Metrics
 	// Logger (nil: discard).
 	Logger *slog.Logger
+	// OnSettle, if set, is called (without blocking) when an entry's
+	// change becomes served: the converged revision may have moved.
+	OnSettle func()
 }
 
 // class is how an entry's replica state can be observed.
@@ -135,6 +138,12 @@ type entry struct {
 	// The last message published and the last probe (explain shows them).
 	lastMessage, lastProbe time.Time
 	probe                  string
+
+	rev       int64     // the revision of the change (converge.go)
+	revAt     time.Time // its watermark time, store's clock (zero: unknown)
+	held      bool      // the loop holds the entry: its row is invalid, nothing to serve
+	observed  bool      // the change's convergence time was observed
+	settledAt time.Time // store's clock when this generation settled (zero: not yet)
 }
 
 // Driver drives one replica through the platform's lanes and verifies it.
@@ -161,6 +170,14 @@ type Driver struct {
 	lastErr     string            // the last condition's error, kept after it ended
 	lastAt      time.Time         // when lastErr was seen
 	repaired    map[string]string // object key → the body checksum last repaired (once per body)
+
+	// converge.go: the store's clock at the last read (storeAt) and this
+	// host's then (localAt); the highest revision told; deletions that
+	// settled and were dropped, the highest and the last time.
+	storeAt, localAt time.Time
+	told             int64
+	goneRev          int64
+	lastGone         time.Time
 }
 
 var _ reconcile.Notifier = (*Driver)(nil)
@@ -177,7 +194,9 @@ func New(opts Options) (*Driver, error) {
 		opts.Prefix = DefaultPrefix
 	}
 	if opts.Client == nil {
-		opts.Client = &http.Client{}
+		// The token goes to the replica's origin only: a redirect elsewhere
+		// (another port of the same host included) is not followed.
+		opts.Client = &http.Client{CheckRedirect: sameOrigin}
 	}
 	if opts.Jitter < 0 {
 		opts.Jitter = 0
@@ -224,6 +243,9 @@ func New(opts Options) (*Driver, error) {
 func (d *Driver) Notify(cs reconcile.ChangeSet) {
 	now := time.Now()
 	d.mu.Lock()
+	if !cs.StoreAt.IsZero() && !cs.PolledAt.IsZero() {
+		d.storeAt, d.localAt = cs.StoreAt, cs.PolledAt
+	}
 	for _, c := range cs.Changes {
 		d.noteLocked(c, now)
 	}
@@ -249,6 +271,11 @@ func (d *Driver) noteLocked(c reconcile.Change, now time.Time) {
 	e.deleted = deleted
 	e.lanes = lanesFor(c.Kind, parts, deleted)
 	d.restartLocked(e, now, now.Add(-d.opts.Window))
+	e.rev, e.revAt, e.held, e.observed = c.Revision, c.At, c.State == registry.StateHeld, false
+	if e.revAt.IsZero() {
+		e.revAt = d.storeNowLocked() // an eviction: the row's time is gone with it
+	}
+	d.told = max(d.told, c.Revision)
 	// A datasource rebuilt while it stays active looks the same in the
 	// node's list before and after (status ok): tell the node once, then
 	// look.
@@ -263,6 +290,7 @@ func (d *Driver) restartLocked(e *entry, now, coverFrom time.Time) {
 	e.published = false
 	e.attempts = 0
 	e.failures = 0
+	e.settledAt = time.Time{}
 	e.due = now.Add(d.jitterLocked(now))
 	e.status = registry.ReplicaStatus{State: registry.ReplicaPending, Since: now}
 }
@@ -459,7 +487,13 @@ func (d *Driver) step(ctx context.Context, e *entry) {
 	out := d.decide(ctx, p)
 
 	d.mu.Lock()
-	defer d.mu.Unlock()
+	settled := false
+	defer func() {
+		d.mu.Unlock()
+		if settled && d.opts.OnSettle != nil {
+			d.opts.OnSettle()
+		}
+	}()
 	e.running = false
 	if !out.messageAt.IsZero() {
 		e.lastMessage = out.messageAt
@@ -485,8 +519,12 @@ func (d *Driver) step(ctx context.Context, e *entry) {
 		}
 		e.status = out.status
 	}
+	settled = d.settledLocked(e)
 	if e.deleted && e.due.IsZero() && e.status.State.Settled() {
 		delete(d.entries, p.ref) // the deletion reached the replica as far as anyone can tell
+		if e.settledAt.After(d.lastGone) {
+			d.lastGone = e.settledAt
+		}
 	}
 	d.countLocked()
 }
@@ -797,7 +835,14 @@ func (d *Driver) observe(ctx context.Context) {
 		channels[i] = d.prefix + "ps:" + c
 	}
 	for ctx.Err() == nil {
-		err := d.opts.Bus.Subscribe(ctx, channels, nil, func(channel string, msg []byte) {
+		// A subscription (re)established while publishing failed: the bus
+		// is back, so the entries waiting out their backoff go now.
+		ready := func() {
+			if d.condition(condBus) != "" {
+				d.recheck()
+			}
+		}
+		err := d.opts.Bus.Subscribe(ctx, channels, ready, func(channel string, msg []byte) {
 			o, ok := decodeObserved(strings.TrimPrefix(channel, d.prefix+"ps:"), msg)
 			if !ok {
 				return
@@ -1001,4 +1046,13 @@ func (d *Driver) Drift() registry.ReplicaReport {
 		return strings.Compare(a.Key, b.Key)
 	})
 	return r
+}
+
+// sameOrigin follows a redirect only to the first request's scheme, host
+// and port.
+func sameOrigin(req *http.Request, via []*http.Request) error {
+	if len(via) >= 10 || len(via) > 0 && (req.URL.Scheme != via[0].URL.Scheme || req.URL.Host != via[0].URL.Host) {
+		return http.ErrUseLastResponse
+	}
+	return nil
 }

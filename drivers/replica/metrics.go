@@ -19,12 +19,17 @@ type Metrics struct {
 	entries       *prometheus.GaugeVec
 	conditions    *prometheus.GaugeVec
 	repairs       *prometheus.CounterVec
+	convergence   prometheus.Histogram
 }
 
 // RepairResults are the results of a schema repair: the platform synced
 // the storage (ok), refused the save (refused), the save changed the
 // object's rows (changed: it must not), or it failed (error).
 var RepairResults = []string{"ok", "refused", "changed", "error"}
+
+// ConvergenceBuckets are the bounds (seconds) of
+// reconciler_replica_convergence_seconds: 1 ms to 5 min.
+var ConvergenceBuckets = []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60, 120, 300}
 
 // NewMetrics registers the series on reg (nil: not registered).
 func NewMetrics(reg prometheus.Registerer) *Metrics {
@@ -61,6 +66,11 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Name: "reconciler_replica_repairs_total",
 			Help: "Schema repairs of unservable objects through the platform's save route (replica.repair: schema), by result (ok, refused, changed, error).",
 		}, []string{"result"}),
+		convergence: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "reconciler_replica_convergence_seconds",
+			Help:    "Commit (the row's watermark time) to this replica verified serving the change (in-sync), both on the store's clock; one observation per change that reaches in-sync.",
+			Buckets: ConvergenceBuckets,
+		}),
 	}
 	for _, ch := range Channels {
 		for _, r := range []string{"ok", "error"} {
@@ -83,7 +93,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		m.entries.WithLabelValues(string(s))
 	}
 	if reg != nil {
-		reg.MustRegister(m.publishes, m.verifications, m.restarts, m.nudges, m.observed, m.entries, m.conditions, m.repairs)
+		reg.MustRegister(m.publishes, m.verifications, m.restarts, m.nudges, m.observed, m.entries, m.conditions, m.repairs, m.convergence)
 	}
 	return m
 }

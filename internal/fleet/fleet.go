@@ -11,9 +11,15 @@ import (
 // Row is one replica of the fleet.
 type Row struct {
 	snapshot.Replica
-	HeartbeatAgeSeconds float64          `json:"heartbeat_age_seconds"`
-	BehindEntries       int64            `json:"behind_entries"`
-	LagSeconds          float64          `json:"lag_seconds"`
+	HeartbeatAgeSeconds float64 `json:"heartbeat_age_seconds"`
+	BehindEntries       int64   `json:"behind_entries"`
+	LagSeconds          float64 `json:"lag_seconds"`
+	// ConvergedBehind is how many revisions the replica's converged
+	// revision is behind the store's head revision, ConvergedLagSeconds
+	// since when (the oldest change it does not serve), both on the
+	// store's clock.
+	ConvergedBehind     int64            `json:"converged_behind"`
+	ConvergedLagSeconds float64          `json:"converged_lag_seconds"`
 	States              map[string]int64 `json:"states"`
 	// Stale: no heartbeat for 3 heartbeat intervals (and not stopped).
 	Stale bool `json:"stale"`
@@ -65,6 +71,10 @@ func Build(head snapshot.Watermark, reps []snapshot.Replica, beat time.Duration,
 		row := Row{Replica: r, States: map[string]int64{}}
 		row.HeartbeatAgeSeconds = max(now.Sub(r.HeartbeatAt), 0).Seconds()
 		row.BehindEntries = max(head.Seq-r.CursorSeq, 0)
+		row.ConvergedBehind = max(head.Revision-r.ConvergedRevision, 0)
+		if row.ConvergedBehind > 0 && !r.UnservedSince.IsZero() {
+			row.ConvergedLagSeconds = max(head.At.Sub(r.UnservedSince), 0).Seconds()
+		}
 		if row.BehindEntries > 0 && !r.CursorAt.IsZero() {
 			row.LagSeconds = max(now.Sub(r.CursorAt), 0).Seconds()
 		}

@@ -68,3 +68,26 @@ func TestBuild(t *testing.T) {
 		t.Errorf("not sorted: %s first", v.Replicas[0].ReplicaID)
 	}
 }
+
+// TestBuildConverged: each replica's converged revision beside the store's
+// head revision, the lag in revisions and in seconds since the oldest
+// change it does not serve (store's clock).
+func TestBuildConverged(t *testing.T) {
+	t.Parallel()
+	now := time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
+	head := snapshot.Watermark{Seq: 10, At: now, Revision: 50, RevisionAt: now.Add(-time.Second)}
+	reps := []snapshot.Replica{
+		{ReplicaID: "served", HeartbeatAt: now, ConvergedRevision: 50, ConvergedAt: now.Add(-time.Second), HeadRevision: 50},
+		{ReplicaID: "behind", HeartbeatAt: now, ConvergedRevision: 47, HeadRevision: 50, UnservedSince: now.Add(-12 * time.Second)},
+	}
+	got := map[string]Row{}
+	for _, r := range Build(head, reps, 5*time.Second, now).Replicas {
+		got[r.ReplicaID] = r
+	}
+	if r := got["served"]; r.ConvergedBehind != 0 || r.ConvergedLagSeconds != 0 {
+		t.Errorf("served: behind %d, %.0fs; want 0, 0", r.ConvergedBehind, r.ConvergedLagSeconds)
+	}
+	if r := got["behind"]; r.ConvergedBehind != 3 || r.ConvergedLagSeconds != 12 {
+		t.Errorf("behind: behind %d, %.0fs; want 3, 12", r.ConvergedBehind, r.ConvergedLagSeconds)
+	}
+}
