@@ -61,3 +61,30 @@ func TestSlowTenantDoesNotDelayOthers(t *testing.T) {
 		return e.State == registry.StateHeld // its credential tok is missing: held, not hanging
 	})
 }
+
+// TestHintFloodIsSpaced: thousands of hints (a NOTIFY flood from any role
+// that can connect) start passes at most every hint spacing, not one per
+// hint; a change still applies at the next hint pass.
+func TestHintFloodIsSpaced(t *testing.T) {
+	t.Parallel()
+	store, url := snapshottest.NewSQLite(t)
+	var passes atomic.Int64
+	b := start(t, store, url, Options{ResyncInterval: -1, PollInterval: time.Second, OnPass: func(PassResult) { passes.Add(1) }})
+	before := passes.Load()
+	t0 := time.Now()
+	for range 20000 {
+		b.rec.Hint()
+	}
+	for time.Since(t0) < 500*time.Millisecond {
+		b.rec.Hint()
+	}
+	n := passes.Load() - before
+	elapsed := time.Since(t0)
+	if max := int64(elapsed/b.rec.hintSpacing()) + int64(elapsed/time.Second) + 2; n > max {
+		t.Fatalf("%d passes from hints in %v, want at most %d (one per %v)", n, elapsed, max, b.rec.hintSpacing())
+	}
+	t.Logf("%d passes for a hint flood of %v (spacing %v)", n, elapsed.Round(time.Millisecond), b.rec.hintSpacing())
+	b.exec(upsertMeta, "o1", "object", "account", "active", `{"fields":{}}`)
+	b.rec.Hint()
+	b.waitFor("a change after the flood applies at a hint pass", func() bool { return b.state(registry.KindEngine, "object/account") == registry.StateReady })
+}

@@ -81,6 +81,9 @@ type model struct {
 	bySym      map[string][]*node
 	dependents map[string]map[registry.Ref]struct{}
 	code       []string // object names defined in code, besides sys_*
+	// shared lists the rows of keys several rows claim (organization or
+	// package NULL beside '', which key alike), by key.
+	shared map[registry.Ref][]snapshot.Address
 	// owners binds connector credential keys to the organization they
 	// serve (trust.go); replaced, never changed in place.
 	owners map[string]string
@@ -145,6 +148,7 @@ func (m *model) putAll(ns []*node) {
 	var lost map[*node]bool // replaced by a later row
 	for _, n := range all {
 		if old, ok := m.nodes[n.ref]; ok {
+			m.shareKey(n.ref, old.addr, n.addr)
 			if old.rev > n.rev {
 				continue
 			}
@@ -331,6 +335,34 @@ func (m *model) resolveNode(n *node, w want) (*node, bool) {
 		}
 	}
 	return best, best != nil
+}
+
+// shareKey records that the rows a and b claim one key.
+func (m *model) shareKey(ref registry.Ref, a, b snapshot.Address) {
+	if m.shared == nil {
+		m.shared = make(map[registry.Ref][]snapshot.Address)
+	}
+	for _, x := range []snapshot.Address{a, b} {
+		if !slices.Contains(m.shared[ref], x) {
+			m.shared[ref] = append(m.shared[ref], x)
+		}
+	}
+}
+
+// touchesShared reports whether addrs change a row of a key other rows
+// claim too.
+func (m *model) touchesShared(addrs []snapshot.Address) bool {
+	if len(m.shared) == 0 {
+		return false
+	}
+	for _, a := range addrs {
+		for _, rows := range m.shared {
+			if slices.Contains(rows, a) {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // pkgLess orders packages for resolution: no package first, then by id.

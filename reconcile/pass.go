@@ -210,6 +210,13 @@ func (r *Reconciler) pollPass(ctx context.Context, res *PassResult) ([]Change, e
 	case err != nil:
 		return nil, fmt.Errorf("poll after %s: %w", r.cursor, err)
 	}
+	if r.model.touchesShared(addrs) {
+		// A row of a key other rows claim too changed: only a relist
+		// knows which of them wins now (a delete must not evict the key
+		// while another row still claims it).
+		res.Relist, res.Trigger = true, TriggerRecovered
+		return r.relistPass(ctx, TriggerRecovered)
+	}
 	now := time.Now()
 	var forced map[registry.Ref]bool
 	for ref, at := range r.retries {
@@ -299,8 +306,11 @@ func (r *Reconciler) applyDelta(ctx context.Context, addrs []snapshot.Address, f
 			r.rereads[addr] = true // its body comes with a later read (memory.go)
 		}
 		old := r.model.nodes[n.ref]
-		if old != nil && old.addr != addr && old.rev > n.rev {
-			continue // another row claims this key with a newer revision
+		if old != nil && old.addr != addr {
+			r.model.shareKey(n.ref, old.addr, addr)
+			if old.rev > n.rev {
+				continue // another row claims this key with a newer revision
+			}
 		}
 		if old == nil || old.rev != n.rev || old.hold != n.hold || old.fault != n.fault || old.deferred != n.deferred || !sameWants(old.wants, n.wants) {
 			affected[n.ref] = true

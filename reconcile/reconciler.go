@@ -309,6 +309,7 @@ func (r *Reconciler) Run(ctx context.Context) error {
 	nextPoll := now
 	nextResync := now.Add(r.resyncDelay())
 	storeFailures := 0
+	var lastHint, hintDue time.Time // hint passes are spaced (hintSpacing)
 
 	for {
 		select {
@@ -326,9 +327,22 @@ func (r *Reconciler) Run(ctx context.Context) error {
 			r.land(passCtx)
 			r.retried(nil) // retries waiting for those calls
 		}
+		// Hints (NOTIFY) start a pass at most every hintSpacing: a flood of
+		// them is one early pass, not thousands.
+		if flags&flagHint != 0 && now.Sub(lastHint) < r.hintSpacing() {
+			flags &^= flagHint
+			hintDue = lastHint.Add(r.hintSpacing())
+		}
+		if !hintDue.IsZero() && !now.Before(hintDue) {
+			flags |= flagHint
+			hintDue = time.Time{}
+		}
 		trig, relist := r.decide(now, flags, nextPoll, nextResync)
+		if trig == TriggerHint {
+			lastHint, hintDue = now, time.Time{}
+		}
 		if trig == "" {
-			r.resetTimer(timer, r.nextDue(nextPoll, nextResync, storeFailures > 0))
+			r.resetTimer(timer, earliest(r.nextDue(nextPoll, nextResync, storeFailures > 0), hintDue))
 			continue
 		}
 		if relist && (trig == TriggerAntiEntropy || trig == TriggerResync) {
@@ -343,8 +357,22 @@ func (r *Reconciler) Run(ctx context.Context) error {
 			storeFailures = 0
 			nextPoll = time.Now().Add(r.pollDelay())
 		}
-		r.resetTimer(timer, r.nextDue(nextPoll, nextResync, storeFailures > 0))
+		r.resetTimer(timer, earliest(r.nextDue(nextPoll, nextResync, storeFailures > 0), hintDue))
 	}
+}
+
+// hintSpacing is the least time between two passes started by hints:
+// a tenth of poll.interval, between 50ms and 1s.
+func (r *Reconciler) hintSpacing() time.Duration {
+	return min(max(50*time.Millisecond, r.opts.PollInterval/10), time.Second)
+}
+
+// earliest is the earlier of a due time and an optional one (zero: none).
+func earliest(due, opt time.Time) time.Time {
+	if !opt.IsZero() && opt.Before(due) {
+		return opt
+	}
+	return due
 }
 
 // decide picks what to do now: a relist, a poll, or nothing ("").

@@ -162,3 +162,35 @@ func TestCredentialsServeTheirOrganization(t *testing.T) {
 		}
 	})
 }
+
+// TestNullAndEmptyShareAKey: rows whose organization or package is NULL
+// beside ” key alike; deleting the row that won the key keeps the entry
+// (another row still claims it) and its referrers stay ready.
+func TestNullAndEmptyShareAKey(t *testing.T) {
+	t.Parallel()
+	snapshottest.Each(t, func(t *testing.T, s snapshot.Store, url string) {
+		const ins = `INSERT INTO sys_metadata (id, type, name, organization_id, package_id, state, metadata) VALUES ($1, 'object', 'account', $2, $3, 'active', $4)`
+		x := func(q string, args ...any) { snapshottest.Exec(t, url, q, args...) }
+		x(ins, "k1", nil, nil, `{"fields":{"a":{"type":"text"}}}`)
+		x(ins, "k2", "", nil, `{"fields":{"b":{"type":"text"}}}`)
+		x(upsertMeta, "v1", "view", "acct_view", "active", `{"object":"account"}`)
+		b := start(t, s, url, Options{ResyncInterval: -1})
+		x(ins, "k3", nil, "", `{"fields":{"c":{"type":"text"}}}`) // the newest: it wins the key
+		b.settle()
+		if e, ok := b.entry(registry.KindEngine, "object/account"); !ok || e.State != registry.StateReady {
+			t.Fatalf("object/account: %+v", e)
+		}
+		x(`DELETE FROM sys_metadata WHERE id = 'k3'`)
+		b.settle()
+		for _, key := range []string{"object/account", "view/acct_view"} {
+			if e, ok := b.entry(registry.KindEngine, key); !ok || e.State != registry.StateReady {
+				t.Fatalf("after deleting the winner, %s: %v %s %q; want ready (k1, k2 still claim the key)", key, ok, e.State, e.Reason)
+			}
+		}
+		x(`DELETE FROM sys_metadata WHERE id IN ('k1', 'k2')`)
+		b.settle()
+		if _, ok := b.entry(registry.KindEngine, "object/account"); ok {
+			t.Fatal("object/account still there after its last row went")
+		}
+	})
+}

@@ -53,3 +53,24 @@ func TestCredentialOwners(t *testing.T) {
 		}
 	})
 }
+
+// TestBadHeartbeatRowKeepsTheFleet: a heartbeat row whose counts hold a
+// member that is not an integer (anyone who can write the table can write
+// one) is listed with its valid counts; the fleet's listing never fails.
+func TestBadHeartbeatRowKeepsTheFleet(t *testing.T) {
+	t.Parallel()
+	snapshottest.Each(t, func(t *testing.T, s snapshot.Store, url string) {
+		ctx := ctxT(t)
+		if _, err := s.Heartbeat(ctx, snapshot.Replica{ReplicaID: "good", Counts: map[string]int64{"engine/ready": 3}}); err != nil {
+			t.Fatal(err)
+		}
+		snapshottest.Exec(t, url, `INSERT INTO sys_reconciler_replica (replica_id, counts) VALUES ('bad', '{"engine/held": 99999999999, "x": "str", "y": [1]}')`)
+		got, err := s.Replicas(ctx)
+		if err != nil || len(got) != 2 {
+			t.Fatalf("replicas = %+v, %v", got, err)
+		}
+		if got[0].ReplicaID != "bad" || got[0].Counts["engine/held"] != 99999999999 || len(got[0].Counts) != 1 || got[1].Counts["engine/ready"] != 3 {
+			t.Fatalf("replicas = %+v", got)
+		}
+	})
+}

@@ -793,9 +793,7 @@ FROM sys_reconciler_replica o ORDER BY replica_id`)
 		if clashAt != nil {
 			rep.ClashAt = *clashAt
 		}
-		if err == nil {
-			err = json.Unmarshal([]byte(counts), &rep.Counts)
-		}
+		rep.Counts = decodeCounts(counts)
 		return rep, err
 	})
 	if err != nil {

@@ -621,7 +621,8 @@ FROM sys_reconciler_replica o ORDER BY replica_id`, nil, func(r *sql.Rows) (Repl
 		if unserved.Valid {
 			rep.UnservedSince = parseSQLiteTime(unserved.String)
 		}
-		return rep, json.Unmarshal([]byte(counts), &rep.Counts)
+		rep.Counts = decodeCounts(counts)
+		return rep, nil
 	})
 	if err != nil {
 		return nil, s.interpretError("list replicas", err)

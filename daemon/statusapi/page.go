@@ -12,6 +12,8 @@ import (
 	"sort"
 	"strings"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/objectstack-fleet/reconciler/internal/fleet"
 	"github.com/objectstack-fleet/reconciler/reconcile"
@@ -147,7 +149,7 @@ func (h *Handler) writePage(w http.ResponseWriter, r *http.Request, t *template.
 	w.Header().Set("Content-Security-Policy", "default-src 'none'; style-src 'unsafe-inline'; img-src data:; frame-ancestors 'none'; base-uri 'none'; form-action 'none'")
 	w.Header().Set("X-Content-Type-Options", "nosniff")
 	w.Header().Set("Referrer-Policy", "no-referrer")
-	_, _ = w.Write(buf.Bytes())
+	_, _ = w.Write(neutralize(buf.Bytes()))
 }
 
 func (h *Handler) pageData(ctx context.Context) pageData {
@@ -267,4 +269,28 @@ func (h *Handler) pageAuth(next http.Handler) http.Handler {
 		}
 		next.ServeHTTP(w, r)
 	})
+}
+
+// neutralize shows, as text (\u202e), the characters html/template leaves
+// as they are but that rearrange or split what a reader sees: format
+// characters (bidi overrides and isolates, zero-width ones), the line and
+// paragraph separators, and C1 controls — as the CLI's tables do. The
+// page's own markup has none of them: any comes from a row.
+func neutralize(page []byte) []byte {
+	if !bytes.ContainsFunc(page, hiddenRune) {
+		return page
+	}
+	out := make([]byte, 0, len(page)+64)
+	for _, r := range string(page) {
+		if hiddenRune(r) {
+			out = fmt.Appendf(out, `\u%04x`, r)
+			continue
+		}
+		out = utf8.AppendRune(out, r)
+	}
+	return out
+}
+
+func hiddenRune(r rune) bool {
+	return unicode.Is(unicode.Cf, r) || r == '\u2028' || r == '\u2029' || r >= 0x80 && r < 0xa0
 }

@@ -28,7 +28,7 @@ func (pageReplicaFake) ReplicaSummary() *registry.ReplicaReport {
 	return &registry.ReplicaReport{Counts: map[registry.ReplicaState]int{registry.ReplicaInSync: 1, registry.ReplicaStale: 1}, Reachable: true}
 }
 
-const hostile = `<script>alert("x")</script><img src=x onerror=alert(1)>`
+const hostile = `<script>alert("x")</script><img src=x onerror=alert(1)>` + "\u202egnp.exe\u2028\u200b"
 
 func pageHandler(t *testing.T, token string, fleetErr error) *Handler {
 	t.Helper()
@@ -78,6 +78,10 @@ func TestPageRendersAndEscapes(t *testing.T) {
 	}
 	if strings.Contains(body, "<script") || strings.Contains(body, "<img") || strings.Contains(body, "<b>") {
 		t.Error("a row-derived string reached the page unescaped")
+	}
+	// Bidi overrides, separators and zero-width characters show as text.
+	if strings.ContainsAny(body, "\u202e\u2028\u200b") || !strings.Contains(body, `\u202egnp.exe\u2028\u200b`) {
+		t.Error("bidi or separator characters reached the page raw")
 	}
 	// No external asset: no src or href at all, no url() in the style.
 	if m := regexp.MustCompile(`(?i)<[^>]*\b(src|href)\s*=|url\(`).FindString(body); m != "" {

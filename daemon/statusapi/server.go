@@ -12,6 +12,7 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -422,6 +423,7 @@ func Listen(addr string, h http.Handler) (*Server, error) {
 	if err != nil {
 		return nil, fmt.Errorf("listen on %s: %w", addr, err)
 	}
+	ln = limitListener(ln, MaxConns)
 	return &Server{ln: ln, srv: &http.Server{
 		Handler: h,
 		BaseContext: func(net.Listener) context.Context {
@@ -430,7 +432,7 @@ func Listen(addr string, h http.Handler) (*Server, error) {
 		ReadHeaderTimeout: 10 * time.Second,
 		ReadTimeout:       30 * time.Second,
 		WriteTimeout:      60 * time.Second,
-		IdleTimeout:       120 * time.Second,
+		IdleTimeout:       30 * time.Second,
 		MaxHeaderBytes:    64 << 10,
 	}}, nil
 }
@@ -465,3 +467,53 @@ func (s *Server) Run(ctx context.Context) error {
 
 // BearerHeader returns the Authorization header value for token.
 func BearerHeader(token string) string { return "Bearer " + strings.TrimSpace(token) }
+
+// MaxConns bounds the status API's open connections: past it, new ones
+// wait in the kernel's accept queue (taking no descriptor of the daemon's)
+// until one closes, so idle connections cannot exhaust the descriptors
+// the daemon's pools and upstreams need. Idle ones are closed after the
+// header timeout (10s) or the keep-alive idle timeout (30s).
+const MaxConns = 256
+
+// limitListener accepts at most n connections open at once.
+func limitListener(ln net.Listener, n int) net.Listener {
+	return &limited{Listener: ln, sem: make(chan struct{}, n), done: make(chan struct{})}
+}
+
+type limited struct {
+	net.Listener
+	sem       chan struct{}
+	done      chan struct{}
+	closeOnce sync.Once
+}
+
+func (l *limited) Accept() (net.Conn, error) {
+	select {
+	case l.sem <- struct{}{}:
+	case <-l.done:
+		return nil, net.ErrClosed
+	}
+	c, err := l.Listener.Accept()
+	if err != nil {
+		<-l.sem
+		return nil, err
+	}
+	return &limitedConn{Conn: c, release: func() { <-l.sem }}, nil
+}
+
+func (l *limited) Close() error {
+	l.closeOnce.Do(func() { close(l.done) })
+	return l.Listener.Close()
+}
+
+type limitedConn struct {
+	net.Conn
+	once    sync.Once
+	release func()
+}
+
+func (c *limitedConn) Close() error {
+	err := c.Conn.Close()
+	c.once.Do(c.release)
+	return err
+}

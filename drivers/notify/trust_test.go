@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -128,4 +129,25 @@ func hmacHex(key, msg string) string {
 	m := hmac.New(sha256.New, []byte(key))
 	m.Write([]byte(msg))
 	return hex.EncodeToString(m.Sum(nil))
+}
+
+// A webhook answering a redirect is not followed: the body and its
+// signature never reach the other host, and the attempt fails (retried).
+func TestWebhookRedirectNotFollowed(t *testing.T) {
+	var elsewhere atomic.Int64
+	other := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { elsewhere.Add(1) }))
+	defer other.Close()
+	srv := httptest.NewServer(http.RedirectHandler(other.URL+"/webhook-redirected", http.StatusTemporaryRedirect))
+	defer srv.Close()
+	attempts := make(chan error, 4)
+	w := notify.NewWebhook(notify.WebhookOptions{URL: srv.URL, Secret: canary, MinBackoff: time.Hour,
+		OnAttempt: func(_ reconcile.ChangeSet, err error) { attempts <- err }})
+	start(t, w.Run)
+	w.Notify(reconcile.ChangeSet{Replica: "r"})
+	if err := recv(t, attempts, "attempt"); err == nil || !strings.Contains(err.Error(), "307") {
+		t.Fatalf("attempt: %v, want the 307 as a failure", err)
+	}
+	if n := elsewhere.Load(); n != 0 {
+		t.Fatalf("the redirect target received %d requests", n)
+	}
 }

@@ -74,7 +74,9 @@ func NewWebhook(opts WebhookOptions) *Webhook {
 	w := &Webhook{opts: opts, client: opts.Client, q: newQueue(), b: newBackoff(opts.MinBackoff, opts.MaxBackoff), log: opts.Logger}
 	if w.client == nil {
 		w.own = http.DefaultTransport.(*http.Transport).Clone()
-		w.client = &http.Client{Transport: w.own}
+		// A redirect is an answer (not 2xx: retried), never followed: the
+		// body and its signature go to the configured URL only.
+		w.client = &http.Client{Transport: w.own, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
 	}
 	if w.opts.Timeout <= 0 {
 		w.opts.Timeout = DefaultWebhookTimeout

@@ -194,7 +194,9 @@ func New(opts Options) (*Driver, error) {
 		opts.Prefix = DefaultPrefix
 	}
 	if opts.Client == nil {
-		opts.Client = &http.Client{}
+		// The token goes to the replica's origin only: a redirect elsewhere
+		// (another port of the same host included) is not followed.
+		opts.Client = &http.Client{CheckRedirect: sameOrigin}
 	}
 	if opts.Jitter < 0 {
 		opts.Jitter = 0
@@ -1044,4 +1046,13 @@ func (d *Driver) Drift() registry.ReplicaReport {
 		return strings.Compare(a.Key, b.Key)
 	})
 	return r
+}
+
+// sameOrigin follows a redirect only to the first request's scheme, host
+// and port.
+func sameOrigin(req *http.Request, via []*http.Request) error {
+	if len(via) >= 10 || len(via) > 0 && (req.URL.Scheme != via[0].URL.Scheme || req.URL.Host != via[0].URL.Host) {
+		return http.ErrUseLastResponse
+	}
+	return nil
 }

@@ -35,6 +35,10 @@ const (
 // 5 s to exit on SIGTERM) and returns; the node's boot is waited for after.
 const restartCommandTimeout = 2 * time.Minute
 
+// refusedRetry is how many intervals a refused restart waits before the
+// fleet is asked again.
+const refusedRetry = 3
+
 // deafAttempts is how many messages an entry must have been sent, still
 // not applied, before a replica that applied none is called deaf.
 const deafAttempts = 4
@@ -88,6 +92,8 @@ type Restarter struct {
 	d    *Driver
 	opts RestartOptions
 	log  *slog.Logger
+
+	retryAt time.Time // a refused restart is looked at again then (Run's goroutine only)
 
 	mu    sync.Mutex
 	node  snapshot.Node
@@ -171,6 +177,7 @@ type view struct {
 	staleSince time.Time // when the oldest stale entry became stale
 	pending    int
 	nudged     int
+	nudgedRefs map[registry.Ref]bool
 	restarts   int
 	deaf       bool
 }
@@ -178,7 +185,7 @@ type view struct {
 func (d *Driver) restartView() view {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	v := view{restarts: d.restarts}
+	v := view{restarts: d.restarts, nudgedRefs: map[registry.Ref]bool{}}
 	laneNudged := 0
 	for ref, e := range d.entries {
 		switch e.status.State {
@@ -191,6 +198,7 @@ func (d *Driver) restartView() view {
 			v.pending++
 		case registry.ReplicaNudged:
 			v.nudged++
+			v.nudgedRefs[ref] = true
 			if lanesApply(e.class) && e.status.Attempts >= deafAttempts {
 				laneNudged++
 			}
@@ -406,6 +414,12 @@ func (r *Restarter) decide(ctx context.Context, v view) {
 		r.setPhase(ctx, registry.RestartPlanned, fmt.Sprintf("%s: restart at %s (replica.restart.min_interval %s since the last one)", what, stamp(next), r.opts.MinInterval), "")
 		return
 	}
+	// A refused restart is looked at again every few intervals, not every
+	// one: each look reads the fleet's heartbeats.
+	if r.node.Restart.Phase == registry.RestartRefused && now.Before(r.retryAt) {
+		return
+	}
+	r.retryAt = now.Add(refusedRetry * r.opts.Interval)
 	if ok, why, label := r.safe(ctx); !ok {
 		r.setPhase(ctx, registry.RestartRefused, what+": "+why, label)
 		return
@@ -492,7 +506,17 @@ func (r *Restarter) restart(ctx context.Context, lease snapshot.Lease, v view) {
 		if noticed && node.Ready && readyAt.IsZero() {
 			readyAt = time.Now()
 		}
-		if noticed && node.Ready && now.pending == 0 && now.nudged == 0 {
+		// Healed: every entry checked again, and every one the node served
+		// before it restarted served again (run-time objects registered
+		// again). Entries nudged before the restart (rows no node applies)
+		// do not hold the lease.
+		relapsed := 0
+		for ref := range now.nudgedRefs {
+			if !v.nudgedRefs[ref] {
+				relapsed++
+			}
+		}
+		if noticed && node.Ready && now.pending == 0 && relapsed == 0 {
 			var left []registry.Ref
 			for _, ref := range now.stale {
 				if slices.Contains(v.stale, ref) {
@@ -513,7 +537,7 @@ func (r *Restarter) restart(ctx context.Context, lease snapshot.Lease, v view) {
 			case noticed && !node.Ready:
 				why = "the replica is not ready"
 			case noticed:
-				why = fmt.Sprintf("%d entries pending, %d nudged", now.pending, now.nudged)
+				why = fmt.Sprintf("%d entries pending, %d nudged that it served before", now.pending, relapsed)
 			}
 			r.finish(ctx, lease, registry.RestartFailed, "unhealed", fmt.Sprintf("not ready and healed within replica.restart.lease_timeout (%s): %s", r.opts.LeaseTimeout, why), start)
 			return

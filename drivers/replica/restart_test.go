@@ -390,3 +390,22 @@ func TestNoLanesNamed(t *testing.T) {
 		t.Fatalf("phase %q without a command", rep.Phase)
 	}
 }
+
+// TestRestartHealsPastAnEntryNoNodeApplies: an entry nudged before the
+// restart (its row is not one the node can register) does not hold the
+// lease: the restart is done once every entry the node served is served
+// again.
+func TestRestartHealsPastAnEntryNoNodeApplies(t *testing.T) {
+	rr := newRestartRig(t)
+	a := rr.add(t, "a", nil)
+	rr.db.Put("object", "task", object("f"))
+	a.side.Notify(change(registry.KindEngine, "object/task", reconcile.ActionCreate))
+	a.side.Notify(change(registry.KindEngine, "object/ghost", reconcile.ActionCreate)) // no row the node reads
+	eventually(t, "task in-sync", stateIs(a.side, registry.KindEngine, "object/task", registry.ReplicaInSync))
+	eventually(t, "ghost nudged", stateIs(a.side, registry.KindEngine, "object/ghost", registry.ReplicaNudged))
+	rr.makeStale(t, "editor")
+	eventually(t, "done", func() bool { return a.rs.Report().LastResult == registry.RestartDone })
+	if !stateIs(a.side, registry.KindEngine, "object/task", registry.ReplicaInSync)() || !a.node.Registered("task") {
+		t.Fatal("task not served again after the restart")
+	}
+}

@@ -92,17 +92,17 @@ func rawUserinfo(s string) bool {
 
 // userinfo cuts the password out of an unparseable
 // "scheme://user:pw@host/path": from the first ":" of the userinfo to its
-// last "@" before the path, and hides sensitive query parameters.
+// last "@", and hides sensitive query parameters. The password may hold a
+// "/", "?" or "#" (what made the URL unparseable), so the userinfo is not
+// taken to end at any of them: a path or query with an "@" is
+// over-redacted rather than a password shown.
 func userinfo(u string) string {
 	_, rest, ok := strings.Cut(u, "://")
 	if !ok {
 		rest = u
 	}
 	start := len(u) - len(rest)
-	end := strings.IndexByte(rest, '/')
-	if end < 0 {
-		end = len(rest)
-	}
+	end := len(rest)
 	if at := strings.LastIndex(rest[:end], "@"); at >= 0 {
 		if colon := strings.IndexByte(rest[:at], ':'); colon >= 0 {
 			u = u[:start+colon+1] + Placeholder + u[start+at:]
