@@ -245,6 +245,11 @@ func (d *Daemon) Run(ctx context.Context) error {
 	}
 	rs := d.restarter(cfg, drv, store, restartMetrics, hb.poke)
 	if rs != nil {
+		// Before the first heartbeat carries the node: the last restart
+		// (min_interval) is read from the heartbeat it replaces.
+		rctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		rs.Resume(rctx)
+		cancel()
 		hb.node = rs.Node
 	}
 	rec := reconcile.New(store, reconcile.Options{

@@ -26,7 +26,9 @@ import (
 // guarded with a reason. A row that comes back clears its entry's guard; a
 // release (this sidecar, or the fleet's through the store) applies the
 // evictions guarded up to it. The pending guard is kept in the store per
-// replica id, so that a restarted sidecar still holds it.
+// replica id, so that a restarted sidecar still holds it. The fleet's
+// releases are read only while something is guarded (one query per pass
+// then): an idle poll stays one round trip.
 
 // Defaults of GuardOptions.
 const (

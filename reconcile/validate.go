@@ -72,8 +72,8 @@ func Validate(ctx context.Context, src Source, opts Options, proposed []Proposed
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
 	r := New(src, opts)
-	if o, ok := r.owners.(CredentialOwners); ok && o != nil {
-		r.owners = &readOnlyOwners{base: o}
+	if r.owners != nil {
+		r.owners = &readOnlyOwners{base: r.owners}
 	}
 	defer r.shutdown(time.Second)
 	all, _, parsed, err := r.relistRows(ctx)

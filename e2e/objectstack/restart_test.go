@@ -218,6 +218,10 @@ func TestRollingRestart(t *testing.T) {
 			if st.State != "in-sync" {
 				return fmt.Errorf("sidecar %s: replica %+v", n.Name, st)
 			}
+			// The lease ends once the node is healed, a moment later.
+			if rs, err := daemons[i].restart(); err != nil || rs.LastResult == "" {
+				return fmt.Errorf("sidecar %s: restart %+v (%v)", n.Name, rs, err)
+			}
 		}
 		return nil
 	})
