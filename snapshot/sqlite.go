@@ -320,7 +320,9 @@ const (
 	sqSelectMetadata = `SELECT m.id, m.type, m.name, m.organization_id, m.package_id, m.state, %[1]s, m.version,
   m.checksum, coalesce(r.revision, 0), coalesce(r.updated_at, m.updated_at), %[2]s
 FROM sys_metadata m LEFT JOIN sys_reconciler_revision r ON r.source = 'sys_metadata' AND r.key = m.id`
-	sqSelectSecret = `SELECT s.id, s.namespace, s.key, s.kms_key_id, s.alg, s.ciphertext, s.organization_id, s.version,
+	sqSelectSecret = `SELECT s.id, s.namespace, s.key, s.kms_key_id, s.alg,
+  CASE WHEN length(CAST(s.ciphertext AS BLOB)) > ` + maxCiphertextSQL + ` THEN '!' || length(CAST(s.ciphertext AS BLOB)) ELSE s.ciphertext END,
+  s.organization_id, s.version,
   coalesce(r.revision, 0), coalesce(r.updated_at, s.updated_at)
 FROM sys_secret s LEFT JOIN sys_reconciler_revision r ON r.source = 'sys_secret' AND r.key = s.id`
 	sqSelectCredential = `SELECT c.ref, c.value, coalesce(r.revision, c.revision), coalesce(r.updated_at, c.updated_at)
@@ -393,7 +395,8 @@ func scanSQLiteSecret(r *sql.Rows) (SecretRow, error) {
 	)
 	err := r.Scan(&id, &ns, &key, &kms, &alg, &ciphertext, &org, &version, &s.Revision, &at)
 	s.ID, s.Namespace, s.Key, s.KMSKeyID, s.Alg = id.String, ns.String, key.String, kms.String, alg.String
-	s.Ciphertext, s.OrganizationID = NewSecret(ciphertext.String), org.String
+	s.Ciphertext, s.Withheld = ciphertextOf(ciphertext.String)
+	s.OrganizationID = org.String
 	s.Version, s.UpdatedAt = sqliteFloat(version), parseSQLiteTime(at.String)
 	return s, err
 }

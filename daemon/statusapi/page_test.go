@@ -25,7 +25,8 @@ func (pageReplicaFake) ItemReplica(kind registry.Kind, key string) *registry.Rep
 	return &registry.ReplicaStatus{State: registry.ReplicaInSync, Since: time.Now()}
 }
 func (pageReplicaFake) ReplicaSummary() *registry.ReplicaReport {
-	return &registry.ReplicaReport{Counts: map[registry.ReplicaState]int{registry.ReplicaInSync: 1, registry.ReplicaStale: 1}, Reachable: true}
+	return &registry.ReplicaReport{Counts: map[registry.ReplicaState]int{registry.ReplicaInSync: 1, registry.ReplicaStale: 1}, Reachable: true,
+		Restart: &registry.ReplicaRestart{Enabled: true, NodeRestart: registry.NodeRestart{Phase: registry.RestartRefused, Reason: "replica r2" + hostile + " is restarting"}}}
 }
 
 const hostile = `<script>alert("x")</script><img src=x onerror=alert(1)>` + "\u202egnp.exe\u2028\u200b"
@@ -71,6 +72,7 @@ func TestPageRendersAndEscapes(t *testing.T) {
 		"flow/&lt;b&gt;f&lt;/b&gt;", "references missing object &lt;script&gt;",
 		"restart &lt;the&gt; replica", // the replica's remedy
 		"states.stale", "r2&lt;script&gt;", "stale</span>",
+		"refused: replica r2&lt;script&gt;", // the restart, a peer's id escaped
 	} {
 		if !strings.Contains(body, want) {
 			t.Errorf("page lacks %q", want)
