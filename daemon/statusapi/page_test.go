@@ -25,7 +25,8 @@ func (pageReplicaFake) ItemReplica(kind registry.Kind, key string) *registry.Rep
 	return &registry.ReplicaStatus{State: registry.ReplicaInSync, Since: time.Now()}
 }
 func (pageReplicaFake) ReplicaSummary() *registry.ReplicaReport {
-	return &registry.ReplicaReport{Counts: map[registry.ReplicaState]int{registry.ReplicaInSync: 1, registry.ReplicaStale: 1}, Reachable: true}
+	return &registry.ReplicaReport{Counts: map[registry.ReplicaState]int{registry.ReplicaInSync: 1, registry.ReplicaStale: 1}, Reachable: true,
+		Restart: &registry.ReplicaRestart{Enabled: true, NodeRestart: registry.NodeRestart{Phase: registry.RestartRefused, Reason: "replica r2" + hostile + " is restarting"}}}
 }
 
 const hostile = `<script>alert("x")</script><img src=x onerror=alert(1)>` + "\u202egnp.exe\u2028\u200b"
@@ -74,6 +75,7 @@ func TestPageRendersAndEscapes(t *testing.T) {
 		"restart &lt;the&gt; replica", // the replica's remedy
 		"states.stale", "r2&lt;script&gt;", "stale</span>",
 		"replica id shared with h4 pid &lt;script&gt;", // two processes writing r3's heartbeat
+		"refused: replica r2&lt;script&gt;", // the restart, a peer's id escaped
 	} {
 		if !strings.Contains(body, want) {
 			t.Errorf("page lacks %q", want)

@@ -94,6 +94,7 @@ type Restarter struct {
 	log  *slog.Logger
 
 	retryAt time.Time // a refused restart is looked at again then (Run's goroutine only)
+	resumed bool      // Resume ran (before Run, or by Run's goroutine)
 
 	mu    sync.Mutex
 	node  snapshot.Node
@@ -238,7 +239,7 @@ func (p *prober) ready(ctx context.Context) error {
 // returns nil then. A restart in flight when ctx ends is abandoned: its
 // lease expires after LeaseTimeout (the node comes back by itself).
 func (r *Restarter) Run(ctx context.Context) error {
-	r.resume(ctx)
+	r.Resume(ctx)
 	t := time.NewTicker(r.opts.Interval)
 	defer t.Stop()
 	var lastPeers time.Time
@@ -261,12 +262,15 @@ func (r *Restarter) Run(ctx context.Context) error {
 	}
 }
 
-// resume takes the last restart from this replica id's own heartbeat, so
-// that min_interval holds across a restart of the sidecar too.
-func (r *Restarter) resume(ctx context.Context) {
-	if r.opts.Store == nil {
+// Resume takes the last restart from this replica id's own heartbeat, so
+// that min_interval holds across a restart of the sidecar too. Call it
+// before the first heartbeat carries Node (which would replace it); Run
+// calls it if nobody did. Only the first call reads the store.
+func (r *Restarter) Resume(ctx context.Context) {
+	if r.opts.Store == nil || r.resumed {
 		return
 	}
+	r.resumed = true
 	rctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
 	reps, err := r.opts.Store.Replicas(rctx)
