@@ -245,6 +245,11 @@ func (d *Daemon) Run(ctx context.Context) error {
 	}
 	rs := d.restarter(cfg, drv, store, restartMetrics, hb.poke)
 	if rs != nil {
+		// Before the first heartbeat carries the node: the last restart
+		// (min_interval) is read from the heartbeat it replaces.
+		rctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		rs.Resume(rctx)
+		cancel()
 		hb.node = rs.Node
 	}
 	rec := reconcile.New(store, reconcile.Options{
@@ -446,6 +451,7 @@ func PrepareStore(ctx context.Context, store snapshot.Store, migrate bool, log *
 	if err := store.Ping(ctx); err != nil {
 		return fmt.Errorf("store unreachable: %w", err)
 	}
+	warnPlaintext(ctx, store, log)
 	if store.Kind() == "sqlite" || migrate {
 		if err := store.Migrate(ctx); err != nil {
 			return fmt.Errorf("migrate store: %w", err)
@@ -460,6 +466,23 @@ func PrepareStore(ctx context.Context, store snapshot.Store, migrate bool, log *
 		return fmt.Errorf("check store schema: %w", err)
 	}
 	return checkStandby(ctx, store)
+}
+
+// warnPlaintext warns once when the store's connection to a server that
+// is not on this host is not encrypted (pgx's default sslmode=prefer
+// falls back to plaintext without a word): its password and every row
+// cross the network in clear.
+func warnPlaintext(ctx context.Context, store snapshot.Store, log *slog.Logger) {
+	e, ok := store.(interface {
+		Encrypted(context.Context) (enc, local bool, err error)
+	})
+	if !ok {
+		return
+	}
+	enc, local, err := e.Encrypted(ctx)
+	if err == nil && !enc && !local {
+		log.WarnContext(ctx, "the store connection is not encrypted: its password and rows cross the network in clear; set sslmode=verify-full in store.url")
+	}
 }
 
 // CheckPlatform refuses a PostgreSQL database that has tables of its own

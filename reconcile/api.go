@@ -28,6 +28,10 @@ type Options struct {
 	StallAge   time.Duration // open transactions older than this are reported; default 5×PollInterval
 	RetryBase  time.Duration // first retry delay of a degraded entry; default 5s
 	RetryMax   time.Duration // retry delay cap; default 300s
+	// SchemaCheckInterval is how often a store that can check its schema
+	// (snapshot.Store) is checked while running, so that a dropped journal
+	// trigger shows (store down, naming it); default 30s, <0 never.
+	SchemaCheckInterval time.Duration
 	// StopTimeout bounds how long Run takes to return once its context
 	// ends, whatever a materializer does; default 3s.
 	StopTimeout time.Duration

@@ -42,7 +42,7 @@ func (r *Reconciler) Drift(ctx context.Context) (DriftReport, error) {
 			ref := registry.Ref{Kind: e.Kind, Key: e.Key}
 			if _, ok := m.nodes[ref]; !ok {
 				if e.Guarded {
-					rep.Guarded = append(rep.Guarded, driftItem(e, 0))
+					rep.Guarded = append(rep.Guarded, driftItem(e, e.Revision))
 				} else {
 					rep.Orphans = append(rep.Orphans, driftItem(e, 0))
 				}

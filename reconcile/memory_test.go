@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/objectstack-fleet/reconciler/registry"
 	"github.com/objectstack-fleet/reconciler/snapshot"
@@ -69,4 +70,22 @@ func TestBodiesWithinTheTotal(t *testing.T) {
 			t.Fatalf("%d materializations after a resync, want none more", n)
 		}
 	})
+}
+
+// TestDroppedTriggerNoticed: a journal trigger dropped while the loop runs
+// (its table's changes would never be polled) turns store_up false with
+// a reason naming the trigger; migrating again brings it back.
+func TestDroppedTriggerNoticed(t *testing.T) {
+	t.Parallel()
+	s, url := snapshottest.NewSQLite(t)
+	b := start(t, s, url, Options{ResyncInterval: -1, SchemaCheckInterval: 10 * time.Millisecond})
+	b.exec(`DROP TRIGGER sys_reconcile_metadata_insert`)
+	b.waitFor("store_up false naming the trigger", func() bool {
+		st := b.rec.Status()
+		return !st.StoreUp && strings.Contains(st.LastError, "trigger")
+	})
+	if err := s.Migrate(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	b.waitFor("store_up again after migrate", func() bool { return b.rec.Status().StoreUp })
 }

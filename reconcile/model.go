@@ -496,6 +496,10 @@ func secretNode(row *snapshot.SecretRow, open SecretOpener) *node {
 		sym:   symOf(registry.KindCredential, "", key),
 		scope: scopeOf(row),
 	}
+	if row.Withheld > 0 {
+		n.hold = fmt.Sprintf("secret %s cannot be decrypted: its ciphertext is %d bytes, above the %d KiB cap", row.ID, row.Withheld, snapshot.MaxCiphertextBytes>>10)
+		return n
+	}
 	if open == nil {
 		n.hold = "secret " + row.ID + " cannot be decrypted: no secret key configured"
 		return n

@@ -142,6 +142,9 @@ func (r *Reconciler) pass(ctx context.Context, trig Trigger, relist bool) error 
 	if err == nil && time.Since(r.lastStall) >= r.opts.StallAge {
 		stallErr = r.refreshStall(ctx)
 	}
+	if err == nil && stallErr == nil {
+		stallErr = r.checkSchema(ctx)
+	}
 	r.mu.Lock()
 	r.status.StoreUp = err == nil && stallErr == nil
 	switch {
@@ -526,4 +529,39 @@ func (row rowOf) body() []byte {
 		return row.meta.Metadata
 	}
 	return nil
+}
+
+// schemaChecker is a store that can say its schema (the journal's
+// triggers among it) is what this binary needs.
+type schemaChecker interface {
+	CheckSchema(ctx context.Context) error
+}
+
+// checkSchema checks, every SchemaCheckInterval, that the store's schema
+// is whole: a dropped journal trigger (its table's changes would never be
+// seen again) reports the store down naming it, logged once per change,
+// instead of changes silently missed. It returns the failure to report.
+func (r *Reconciler) checkSchema(ctx context.Context) error {
+	sc, ok := r.src.(schemaChecker)
+	if !ok || r.opts.SchemaCheckInterval < 0 {
+		return nil
+	}
+	if time.Since(r.lastSchemaCheck) < r.opts.SchemaCheckInterval {
+		return r.schemaErr
+	}
+	r.lastSchemaCheck = time.Now()
+	cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	err := sc.CheckSchema(cctx)
+	if err != nil && (ctx.Err() != nil || !errors.Is(err, snapshot.ErrSchema)) {
+		return r.schemaErr // unreachable or stopping: the poll reports that
+	}
+	switch {
+	case err != nil && (r.schemaErr == nil || r.schemaErr.Error() != err.Error()):
+		r.log.WarnContext(ctx, "store schema changed under the loop: changes may be missed", slog.String("error", err.Error()))
+	case err == nil && r.schemaErr != nil:
+		r.log.InfoContext(ctx, "store schema whole again")
+	}
+	r.schemaErr = err
+	return err
 }

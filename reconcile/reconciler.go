@@ -24,8 +24,11 @@ const (
 	DefaultRetryBase        = 5 * time.Second
 	DefaultRetryMax         = 300 * time.Second
 	DefaultStopTimeout      = 3 * time.Second
-	DefaultRevalidate       = 10 * time.Minute
-	maxStoreBackoff         = 30 * time.Second
+	// DefaultSchemaCheckInterval is how often the loop checks that the
+	// store's schema and triggers are whole.
+	DefaultSchemaCheckInterval = 30 * time.Second
+	DefaultRevalidate          = 10 * time.Minute
+	maxStoreBackoff            = 30 * time.Second
 )
 
 const (
@@ -52,19 +55,21 @@ type Reconciler struct {
 	// Owned by the Run goroutine, which changes the model only while
 	// holding modelMu; readers on other goroutines (Explain) hold it
 	// for reading.
-	modelMu      sync.RWMutex
-	model        *model
-	cursor       snapshot.Cursor
-	polledAt     time.Time // this process's clock when cursor was read
-	relistReason Trigger   // non-empty: the next pass must relist
-	retries      map[registry.Ref]time.Time
-	waits        map[registry.Ref]<-chan struct{} // held until a shared resource frees (HeldUntil)
-	flights      []*flight                        // batches outlasting their pass (late.go)
-	inflight     map[registry.Ref]bool            // entries of those batches not landed yet
-	redo         map[registry.Ref]bool            // in flight and changed meanwhile
-	rereads      map[snapshot.Address]bool        // rows whose body the store withheld (memory.go)
-	lastStall    time.Time
-	bulk         bool // the apply in flight is large: routine per-entry lines go to debug
+	modelMu         sync.RWMutex
+	model           *model
+	cursor          snapshot.Cursor
+	polledAt        time.Time // this process's clock when cursor was read
+	relistReason    Trigger   // non-empty: the next pass must relist
+	retries         map[registry.Ref]time.Time
+	waits           map[registry.Ref]<-chan struct{} // held until a shared resource frees (HeldUntil)
+	flights         []*flight                        // batches outlasting their pass (late.go)
+	inflight        map[registry.Ref]bool            // entries of those batches not landed yet
+	redo            map[registry.Ref]bool            // in flight and changed meanwhile
+	rereads         map[snapshot.Address]bool        // rows whose body the store withheld (memory.go)
+	lastStall       time.Time
+	lastSchemaCheck time.Time
+	schemaErr       error // the last schema check's failure (checkSchema)
+	bulk            bool  // the apply in flight is large: routine per-entry lines go to debug
 
 	abandoned    *abandoned      // calls the loop stopped waiting for
 	retryQ       retryQueue      // retries asked for (Retry)
@@ -117,6 +122,9 @@ func New(src Source, opts Options) *Reconciler {
 	orDefault(&opts.RetryMax, DefaultRetryMax)
 	orDefault(&opts.StopTimeout, DefaultStopTimeout)
 	orDefault(&opts.StallAge, 5*opts.PollInterval)
+	if opts.SchemaCheckInterval == 0 {
+		opts.SchemaCheckInterval = DefaultSchemaCheckInterval
+	}
 	if opts.ReplicaID == "" {
 		opts.ReplicaID, _ = os.Hostname()
 	}

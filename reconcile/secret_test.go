@@ -99,6 +99,13 @@ func TestSecrets(t *testing.T) {
 		if st := b.state(registry.KindDatasource, "crm"); st != registry.StateReady {
 			t.Fatalf("crm: %s, want ready (only wh's secret changed)", st)
 		}
+		// A ciphertext above the cap is not even read: held naming it.
+		snapshottest.Exec(t, url, snapshottest.UpsertSecret, wh.ID, "datasource", "wh", strings.Repeat("QUFB", 40_000))
+		b.settle()
+		if e, _ := b.entry(registry.KindCredential, registry.SecretKey(wh.ID)); e.State != registry.StateHeld ||
+			!strings.Contains(e.Reason, "its ciphertext is 160000 bytes, above the 64 KiB cap") {
+			t.Fatalf("a 160 KB ciphertext: %s %q", e.State, e.Reason)
+		}
 		for _, e := range b.rec.Registries().List("", "") {
 			if strings.Contains(e.Reason, canary) || strings.Contains(e.Reason, foreign.Ciphertext) {
 				t.Fatalf("a reason carries secret bytes: %q", e.Reason)

@@ -209,9 +209,15 @@ func (r *Registry) List(filter func(*Entry) bool) []Entry {
 // first page sorts the keys once; a page after keys came or went merges
 // them in; pages cost what they skip and show.
 func (r *Registry) Page(out []Entry, after string, limit int, filter func(*Entry) bool) []Entry {
-	r.mu.Lock() // may bring the order up to date
-	defer r.mu.Unlock()
-	r.order()
+	r.mu.RLock()
+	if r.sorted == nil || len(r.added) > 0 || r.removed > 0 {
+		r.mu.RUnlock()
+		r.mu.Lock() // the order to bring up to date first
+		defer r.mu.Unlock()
+		r.order()
+	} else {
+		defer r.mu.RUnlock()
+	}
 	i := 0
 	if after != "" {
 		i = sort.SearchStrings(r.sorted, after)

@@ -114,3 +114,12 @@ func (s *SQLite) UnbindCredential(ctx context.Context, ref, org string) error {
 	_, err := s.db.ExecContext(ctx, "DELETE FROM sys_reconciler_credential_owner WHERE ref = ? AND organization_id = ?", ref, org)
 	return s.interpretError("unbind credential", err)
 }
+
+// Encrypted reports whether the store's connection uses TLS, and whether
+// the server is on this host (a Unix socket or a loopback address), where
+// plaintext crosses no network.
+func (p *PG) Encrypted(ctx context.Context) (enc, local bool, err error) {
+	err = p.pool.QueryRow(ctx, `SELECT coalesce((SELECT ssl FROM pg_stat_ssl WHERE pid = pg_backend_pid()), false),
+  coalesce(inet_client_addr() IS NULL OR host(inet_client_addr()) IN ('127.0.0.1', '::1'), true)`).Scan(&enc, &local)
+	return enc, local, p.interpretError("check encryption", err)
+}

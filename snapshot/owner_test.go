@@ -1,6 +1,7 @@
 package snapshot_test
 
 import (
+	"strings"
 	"sync"
 	"testing"
 
@@ -73,4 +74,24 @@ func TestBadHeartbeatRowKeepsTheFleet(t *testing.T) {
 			t.Fatalf("replicas = %+v", got)
 		}
 	})
+}
+
+// TestEncrypted: a connection with sslmode=disable to the test server on
+// this host reads plaintext and local.
+func TestEncrypted(t *testing.T) {
+	t.Parallel()
+	url := snapshottest.NewPostgresURL(t)
+	sep := "?"
+	if strings.Contains(url, "?") {
+		sep = "&"
+	}
+	s, err := snapshot.Open(url+sep+"sslmode=disable", snapshot.OpenOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	enc, local, err := s.(*snapshot.PG).Encrypted(ctxT(t))
+	if err != nil || enc || !local {
+		t.Fatalf("Encrypted = %v, %v, %v; want plaintext on this host", enc, local, err)
+	}
 }

@@ -461,7 +461,9 @@ FROM sys_metadata m LEFT JOIN sys_reconciler_revision r ON r.source = 'sys_metad
 FROM sys_metadata m LEFT JOIN (SELECT DISTINCT ON (key) key, revision, updated_at FROM sys_reconciler_revision
   WHERE source = 'sys_metadata' ORDER BY key) r ON r.key = m.id
 WHERE m.state = 'active' ORDER BY m.id`
-	pgSelectSecret = `SELECT s.id, s.namespace, s.key, s.kms_key_id, s.alg, s.ciphertext, s.organization_id, s.version,
+	pgSelectSecret = `SELECT s.id, s.namespace, s.key, s.kms_key_id, s.alg,
+  CASE WHEN octet_length(s.ciphertext) > ` + maxCiphertextSQL + ` THEN '!' || octet_length(s.ciphertext) ELSE s.ciphertext END,
+  s.organization_id, s.version,
   coalesce(r.revision, 0), coalesce(r.updated_at, s.updated_at)
 FROM sys_secret s LEFT JOIN sys_reconciler_revision r ON r.source = 'sys_secret' AND r.key = s.id`
 	pgSelectCredential = `SELECT c.ref, c.value, coalesce(r.revision, c.revision), coalesce(r.updated_at, c.updated_at)
@@ -588,7 +590,8 @@ func queueSecrets(b *pgx.Batch, rows *Rows, query string, args ...any) {
 			)
 			err := r.Scan(&s.ID, &ns, &key, &kms, &alg, &ciphertext, &org, &version, &s.Revision, &at)
 			s.Namespace, s.Key, s.KMSKeyID, s.Alg, s.OrganizationID = str(ns), str(key), str(kms), str(alg), str(org)
-			s.Ciphertext, s.Version, s.UpdatedAt = NewSecret(str(ciphertext)), real4(version), timeOf(at)
+			s.Ciphertext, s.Withheld = ciphertextOf(str(ciphertext))
+			s.Version, s.UpdatedAt = real4(version), timeOf(at)
 			return s, err
 		})
 		return err
@@ -985,20 +988,6 @@ func (p *PG) MetadataNamed(ctx context.Context, typ, name string) ([]MetadataRow
 	queueMetadata(b, &rows, 1, nil, p.selMetadata+" WHERE m.type = $1 AND m.name = $2 ORDER BY m.id", typ, name)
 	if err := p.pool.SendBatch(ctx, b).Close(); err != nil {
 		return nil, p.interpretError("read "+typ+"/"+name, err)
-	}
-	return rows.Metadata, nil
-}
-
-var _ Besider = (*PG)(nil)
-
-// Beside implements Besider.
-func (p *PG) Beside(ctx context.Context, typ, name, org, pkg string) ([]MetadataRow, error) {
-	var rows Rows
-	b := &pgx.Batch{}
-	queueMetadata(b, &rows, 1, nil, p.selMetadata+` WHERE m.type = $1 AND m.name = $2 AND coalesce(m.organization_id, '') = $3
-  AND coalesce(m.package_id, '') = $4 AND m.state <> 'active' ORDER BY m.id`, typ, name, org, pkg)
-	if err := p.pool.SendBatch(ctx, b).Close(); err != nil {
-		return nil, p.interpretError("read rows beside", err)
 	}
 	return rows.Metadata, nil
 }

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"log/slog"
 	"strconv"
+	"strings"
 )
 
 // Secret is a credential value. Every way of printing it prints a
@@ -51,3 +52,22 @@ func (s Secret) MarshalJSON() ([]byte, error) { return []byte(`"` + redacted + `
 func (s Secret) MarshalText() ([]byte, error) { return []byte(redacted), nil }
 
 func itoa(n int64) string { return strconv.FormatInt(n, 10) }
+
+// MaxCiphertextBytes caps the sys_secret ciphertexts a read returns: a
+// platform secret (a password, a token) is a few hundred bytes; a longer
+// one is neither sent nor read, only its length (SecretRow.Withheld), so a
+// row cannot make every sidecar read and decode megabytes.
+const MaxCiphertextBytes = 64 << 10
+
+// maxCiphertextSQL is MaxCiphertextBytes in the selects' text.
+const maxCiphertextSQL = "65536"
+
+// ciphertextOf reads a selected ciphertext: '!' and a length (never a
+// base64 character) stands for one above the cap.
+func ciphertextOf(s string) (Secret, int64) {
+	if n, ok := strings.CutPrefix(s, "!"); ok {
+		v, _ := strconv.ParseInt(n, 10, 64)
+		return Secret{}, v
+	}
+	return NewSecret(s), 0
+}

@@ -94,12 +94,15 @@ type MetadataRow struct {
 // SecretRow is one sys_secret row: an encrypted platform secret.
 // Ciphertext is a Secret so that it cannot be printed by accident.
 type SecretRow struct {
-	ID             string  `json:"id"`
-	Namespace      string  `json:"namespace,omitempty"`
-	Key            string  `json:"key,omitempty"`
-	KMSKeyID       string  `json:"kms_key_id,omitempty"`
-	Alg            string  `json:"alg,omitempty"`
-	Ciphertext     Secret  `json:"-"`
+	ID         string `json:"id"`
+	Namespace  string `json:"namespace,omitempty"`
+	Key        string `json:"key,omitempty"`
+	KMSKeyID   string `json:"kms_key_id,omitempty"`
+	Alg        string `json:"alg,omitempty"`
+	Ciphertext Secret `json:"-"`
+	// Withheld is the length of a ciphertext above MaxCiphertextBytes,
+	// which was not read (Ciphertext is empty); 0 when it was read.
+	Withheld       int64   `json:"withheld,omitempty"`
 	OrganizationID string  `json:"organization_id,omitempty"`
 	Version        float64 `json:"version"`
 	// Revision is the row's watermark from sys_reconciler_revision.
@@ -279,12 +282,4 @@ type Source interface {
 // reconnects by itself and returns only ctx's error.
 type Hinter interface {
 	Listen(ctx context.Context, wake func()) error
-}
-
-// Besider reads the rows beside an active sys_metadata row: those of the
-// same type, name, organization and package in another state (a draft
-// waiting to be promoted, an archived copy). "" matches NULL or empty.
-// Explain shows them; the loop never reads them.
-type Besider interface {
-	Beside(ctx context.Context, typ, name, org, pkg string) ([]MetadataRow, error)
 }

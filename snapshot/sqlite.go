@@ -30,8 +30,6 @@ type SQLite struct {
 
 var _ Store = (*SQLite)(nil)
 
-var _ Besider = (*SQLite)(nil)
-
 // sqliteTime is how timestamps are stored: RFC 3339 in UTC with
 // milliseconds, the same text strftime('%Y-%m-%dT%H:%M:%fZ') writes, so
 // they compare as strings.
@@ -322,7 +320,9 @@ const (
 	sqSelectMetadata = `SELECT m.id, m.type, m.name, m.organization_id, m.package_id, m.state, %[1]s, m.version,
   m.checksum, coalesce(r.revision, 0), coalesce(r.updated_at, m.updated_at), %[2]s
 FROM sys_metadata m LEFT JOIN sys_reconciler_revision r ON r.source = 'sys_metadata' AND r.key = m.id`
-	sqSelectSecret = `SELECT s.id, s.namespace, s.key, s.kms_key_id, s.alg, s.ciphertext, s.organization_id, s.version,
+	sqSelectSecret = `SELECT s.id, s.namespace, s.key, s.kms_key_id, s.alg,
+  CASE WHEN length(CAST(s.ciphertext AS BLOB)) > ` + maxCiphertextSQL + ` THEN '!' || length(CAST(s.ciphertext AS BLOB)) ELSE s.ciphertext END,
+  s.organization_id, s.version,
   coalesce(r.revision, 0), coalesce(r.updated_at, s.updated_at)
 FROM sys_secret s LEFT JOIN sys_reconciler_revision r ON r.source = 'sys_secret' AND r.key = s.id`
 	sqSelectCredential = `SELECT c.ref, c.value, coalesce(r.revision, c.revision), coalesce(r.updated_at, c.updated_at)
@@ -395,7 +395,8 @@ func scanSQLiteSecret(r *sql.Rows) (SecretRow, error) {
 	)
 	err := r.Scan(&id, &ns, &key, &kms, &alg, &ciphertext, &org, &version, &s.Revision, &at)
 	s.ID, s.Namespace, s.Key, s.KMSKeyID, s.Alg = id.String, ns.String, key.String, kms.String, alg.String
-	s.Ciphertext, s.OrganizationID = NewSecret(ciphertext.String), org.String
+	s.Ciphertext, s.Withheld = ciphertextOf(ciphertext.String)
+	s.OrganizationID = org.String
 	s.Version, s.UpdatedAt = sqliteFloat(version), parseSQLiteTime(at.String)
 	return s, err
 }
@@ -737,21 +738,6 @@ func (s *SQLite) MetadataNamed(ctx context.Context, typ, name string) ([]Metadat
 	rows, err := sqliteSelect(ctx, s.db, s.selMetadata+" WHERE m.type = ?1 AND m.name = ?2 ORDER BY m.id", []any{typ, name}, scanSQLiteMetadata)
 	if err != nil {
 		return nil, s.interpretError("read "+typ+"/"+name, err)
-	}
-	return rows, nil
-}
-
-// Beside implements Besider.
-func (s *SQLite) Beside(ctx context.Context, typ, name, org, pkg string) ([]MetadataRow, error) {
-	tx, err := s.db.BeginTx(ctx, &sql.TxOptions{ReadOnly: true})
-	if err != nil {
-		return nil, s.interpretError("read rows beside", err)
-	}
-	defer func() { _ = tx.Rollback() }()
-	rows, err := sqliteSelect(ctx, tx, s.selMetadata+` WHERE m.type = ? AND m.name = ? AND coalesce(m.organization_id, '') = ?
-  AND coalesce(m.package_id, '') = ? AND m.state <> 'active' ORDER BY m.id`, []any{typ, name, org, pkg}, scanSQLiteMetadata)
-	if err != nil {
-		return nil, s.interpretError("read rows beside", err)
 	}
 	return rows, nil
 }

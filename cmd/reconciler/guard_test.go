@@ -84,6 +84,9 @@ func TestGuardCLI(t *testing.T) {
 	if r := show("items", "--kind", "engine"); !strings.Contains(r.stdout, "eviction guarded: 30 of 30 engine entries would go in one pass") {
 		t.Fatalf("items:\n%s", r.stdout)
 	}
+	if r := show("drift"); r.code != 3 || !strings.Contains(r.stdout, "guarded evictions") || !strings.Contains(r.stdout, "object/gobj31") {
+		t.Fatalf("drift with a guard pending: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
 	r := reconciler(t, dir, nil, "guard", "--store.url", url)
 	t.Logf("$ reconciler guard --store.url …\n%s", r.stdout)
 	if !strings.Contains(r.stdout, "60 guarded evictions pending on 2 replicas") {

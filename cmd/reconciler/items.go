@@ -134,10 +134,10 @@ func runItems(ctx context.Context, c *cli, fs *pflag.FlagSet) error {
 	}
 	for _, e := range entries {
 		if withReplica {
-			fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", clean(string(e.Kind)), clean(e.Key), clean(string(e.State)), e.revisions(), age(now, e.Since), e.replica(), e.reason())
+			fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", clean(string(e.Kind)), clean(e.Key), e.state(), e.revisions(), age(now, e.Since), e.replica(), e.reason())
 			continue
 		}
-		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\n", clean(string(e.Kind)), clean(e.Key), clean(string(e.State)), e.revisions(), age(now, e.Since), dash(e.Reason))
+		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\n", clean(string(e.Kind)), clean(e.Key), e.state(), e.revisions(), age(now, e.Since), dash(e.Reason))
 	}
 	if err := w.Flush(); err != nil {
 		return err
@@ -229,4 +229,13 @@ func (e itemRow) replica() string {
 		return fmt.Sprintf("%s×%d", r.State, r.Attempts)
 	}
 	return clean(string(r.State))
+}
+
+// state prints the entry's state, marking an entry the eviction guard
+// keeps ("ready/guarded": its row is gone, it still serves).
+func (e itemRow) state() string {
+	if e.Guarded {
+		return clean(string(e.State)) + "/guarded"
+	}
+	return clean(string(e.State))
 }

@@ -35,6 +35,10 @@ const (
 // 5 s to exit on SIGTERM) and returns; the node's boot is waited for after.
 const restartCommandTimeout = 2 * time.Minute
 
+// refusedRetry is how many intervals a refused restart waits before the
+// fleet is asked again.
+const refusedRetry = 3
+
 // deafAttempts is how many messages an entry must have been sent, still
 // not applied, before a replica that applied none is called deaf.
 const deafAttempts = 4
@@ -88,6 +92,9 @@ type Restarter struct {
 	d    *Driver
 	opts RestartOptions
 	log  *slog.Logger
+
+	retryAt time.Time // a refused restart is looked at again then (Run's goroutine only)
+	resumed bool      // Resume ran (before Run, or by Run's goroutine)
 
 	mu    sync.Mutex
 	node  snapshot.Node
@@ -171,6 +178,7 @@ type view struct {
 	staleSince time.Time // when the oldest stale entry became stale
 	pending    int
 	nudged     int
+	nudgedRefs map[registry.Ref]bool
 	restarts   int
 	deaf       bool
 }
@@ -178,7 +186,7 @@ type view struct {
 func (d *Driver) restartView() view {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	v := view{restarts: d.restarts}
+	v := view{restarts: d.restarts, nudgedRefs: map[registry.Ref]bool{}}
 	laneNudged := 0
 	for ref, e := range d.entries {
 		switch e.status.State {
@@ -191,6 +199,7 @@ func (d *Driver) restartView() view {
 			v.pending++
 		case registry.ReplicaNudged:
 			v.nudged++
+			v.nudgedRefs[ref] = true
 			if lanesApply(e.class) && e.status.Attempts >= deafAttempts {
 				laneNudged++
 			}
@@ -230,7 +239,7 @@ func (p *prober) ready(ctx context.Context) error {
 // returns nil then. A restart in flight when ctx ends is abandoned: its
 // lease expires after LeaseTimeout (the node comes back by itself).
 func (r *Restarter) Run(ctx context.Context) error {
-	r.resume(ctx)
+	r.Resume(ctx)
 	t := time.NewTicker(r.opts.Interval)
 	defer t.Stop()
 	var lastPeers time.Time
@@ -253,12 +262,15 @@ func (r *Restarter) Run(ctx context.Context) error {
 	}
 }
 
-// resume takes the last restart from this replica id's own heartbeat, so
-// that min_interval holds across a restart of the sidecar too.
-func (r *Restarter) resume(ctx context.Context) {
-	if r.opts.Store == nil {
+// Resume takes the last restart from this replica id's own heartbeat, so
+// that min_interval holds across a restart of the sidecar too. Call it
+// before the first heartbeat carries Node (which would replace it); Run
+// calls it if nobody did. Only the first call reads the store.
+func (r *Restarter) Resume(ctx context.Context) {
+	if r.opts.Store == nil || r.resumed {
 		return
 	}
+	r.resumed = true
 	rctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
 	reps, err := r.opts.Store.Replicas(rctx)
@@ -406,6 +418,12 @@ func (r *Restarter) decide(ctx context.Context, v view) {
 		r.setPhase(ctx, registry.RestartPlanned, fmt.Sprintf("%s: restart at %s (replica.restart.min_interval %s since the last one)", what, stamp(next), r.opts.MinInterval), "")
 		return
 	}
+	// A refused restart is looked at again every few intervals, not every
+	// one: each look reads the fleet's heartbeats.
+	if r.node.Restart.Phase == registry.RestartRefused && now.Before(r.retryAt) {
+		return
+	}
+	r.retryAt = now.Add(refusedRetry * r.opts.Interval)
 	if ok, why, label := r.safe(ctx); !ok {
 		r.setPhase(ctx, registry.RestartRefused, what+": "+why, label)
 		return
@@ -492,7 +510,17 @@ func (r *Restarter) restart(ctx context.Context, lease snapshot.Lease, v view) {
 		if noticed && node.Ready && readyAt.IsZero() {
 			readyAt = time.Now()
 		}
-		if noticed && node.Ready && now.pending == 0 && now.nudged == 0 {
+		// Healed: every entry checked again, and every one the node served
+		// before it restarted served again (run-time objects registered
+		// again). Entries nudged before the restart (rows no node applies)
+		// do not hold the lease.
+		relapsed := 0
+		for ref := range now.nudgedRefs {
+			if !v.nudgedRefs[ref] {
+				relapsed++
+			}
+		}
+		if noticed && node.Ready && now.pending == 0 && relapsed == 0 {
 			var left []registry.Ref
 			for _, ref := range now.stale {
 				if slices.Contains(v.stale, ref) {
@@ -513,7 +541,7 @@ func (r *Restarter) restart(ctx context.Context, lease snapshot.Lease, v view) {
 			case noticed && !node.Ready:
 				why = "the replica is not ready"
 			case noticed:
-				why = fmt.Sprintf("%d entries pending, %d nudged", now.pending, now.nudged)
+				why = fmt.Sprintf("%d entries pending, %d nudged that it served before", now.pending, relapsed)
 			}
 			r.finish(ctx, lease, registry.RestartFailed, "unhealed", fmt.Sprintf("not ready and healed within replica.restart.lease_timeout (%s): %s", r.opts.LeaseTimeout, why), start)
 			return

@@ -77,6 +77,7 @@ func (rr *restartRig) add(t *testing.T, id string, edit func(*replica.RestartOpt
 		edit(&opts)
 	}
 	p.rs = replica.NewRestarter(p.side.Driver, opts)
+	p.rs.Resume(context.Background()) // before the first heartbeat, as the daemon does
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
 	wg.Add(3)
@@ -388,5 +389,48 @@ func TestNoLanesNamed(t *testing.T) {
 	}
 	if rep.Phase != registry.RestartOff {
 		t.Fatalf("phase %q without a command", rep.Phase)
+	}
+}
+
+// TestRestartHealsPastAnEntryNoNodeApplies: an entry nudged before the
+// restart (its row is not one the node can register) does not hold the
+// lease: the restart is done once every entry the node served is served
+// again.
+func TestRestartHealsPastAnEntryNoNodeApplies(t *testing.T) {
+	rr := newRestartRig(t)
+	a := rr.add(t, "a", nil)
+	rr.db.Put("object", "task", object("f"))
+	a.side.Notify(change(registry.KindEngine, "object/task", reconcile.ActionCreate))
+	a.side.Notify(change(registry.KindEngine, "object/ghost", reconcile.ActionCreate)) // no row the node reads
+	eventually(t, "task in-sync", stateIs(a.side, registry.KindEngine, "object/task", registry.ReplicaInSync))
+	eventually(t, "ghost nudged", stateIs(a.side, registry.KindEngine, "object/ghost", registry.ReplicaNudged))
+	rr.makeStale(t, "editor")
+	eventually(t, "done", func() bool { return a.rs.Report().LastResult == registry.RestartDone })
+	if !stateIs(a.side, registry.KindEngine, "object/task", registry.ReplicaInSync)() || !a.node.Registered("task") {
+		t.Fatal("task not served again after the restart")
+	}
+}
+
+// TestRestartMinIntervalOutlivesTheSidecar: a sidecar started again takes
+// its last restart from its own heartbeat, so min_interval still holds.
+func TestRestartMinIntervalOutlivesTheSidecar(t *testing.T) {
+	rr := newRestartRig(t)
+	last := time.Now().Add(-time.Minute)
+	if _, err := rr.store.Heartbeat(context.Background(), snapshot.Replica{ReplicaID: "a", StartedAt: last, HeartbeatAt: last, Stopped: true,
+		Node: snapshot.Node{Reported: true, Ready: true, Restart: registry.NodeRestart{Phase: registry.RestartInFlight, LastAt: last, Count: 3}}}); err != nil {
+		t.Fatal(err)
+	}
+	a := rr.add(t, "a", nil)
+	rr.makeStale(t, "editor")
+	eventually(t, "planned after min_interval", func() bool {
+		rep := a.rs.Report()
+		return rep.Phase == registry.RestartPlanned && strings.Contains(rep.Reason, "min_interval")
+	})
+	rep := a.rs.Report()
+	if rep.Count != 3 || rep.LastResult != registry.RestartFailed || !strings.Contains(rep.LastReason, "stopped while the restart was in flight") {
+		t.Fatalf("report %+v", rep)
+	}
+	if a.restarts.Load() != 0 {
+		t.Fatal("restarted within min_interval of the last restart")
 	}
 }

@@ -154,7 +154,9 @@ func noteBody(name string) string {
 
 // served tells whether node has registered object name (the data API
 // answers 404 "not registered" otherwise; 500 means registered without a
-// table, which a node that did not write the row does not create).
+// table, which a node that did not write the row does not create). It
+// tells registration, the lanes' effect, not servability: whether records
+// can be written is TestServableOnRealNodes's.
 func served(t *testing.T, node *Node, name string) bool {
 	t.Helper()
 	resp, err := node.API().Do("GET", "/api/v1/data/"+url.PathEscape(name)+"?limit=1", nil)

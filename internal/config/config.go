@@ -132,6 +132,14 @@ func readFile(name string) (string, []byte, error) {
 		}
 		return "", nil, fmt.Errorf("config file %s: %w", name, unwrapPathError(err))
 	}
+	if !explicit {
+		// A file found in the working directory chooses commands, hosts
+		// and the variables whose values are sent as tokens: only one this
+		// user owns and nobody else may write is taken without --config.
+		if why := foreignFile(name); why != "" {
+			return "", nil, fmt.Errorf("config file %s: not loaded without --config: %s (pass --config %s to use it)", name, why, name)
+		}
+	}
 	return name, data, nil
 }
 
