@@ -214,6 +214,12 @@ func (r *Reconciler) resolvesTo(dn, n *node) bool {
 	return false
 }
 
+// namedReader reads every sys_metadata row of a type and name (a
+// snapshot.Store does): explain shows the rows beside an entry's own.
+type namedReader interface {
+	MetadataNamed(ctx context.Context, typ, name string) ([]snapshot.MetadataRow, error)
+}
+
 // readRow reads the row at addr now (nil: the store could not be read).
 func (r *Reconciler) readRow(ctx context.Context, addr snapshot.Address, fault string) *Row {
 	row := &Row{Table: addr.Table, ID: addr.Key, Fault: fault}
@@ -232,10 +238,12 @@ func (r *Reconciler) readRow(ctx context.Context, addr snapshot.Address, fault s
 	case cur.meta != nil:
 		m := cur.meta
 		row.Revision, row.State, row.Version, row.Checksum, row.Withheld = m.Revision, m.State, m.Version, m.Checksum, m.Withheld
-		if b, ok := r.src.(snapshot.Besider); ok {
-			if beside, err := b.Beside(rctx, m.Type, m.Name, m.OrganizationID, m.PackageID); err == nil {
-				for _, o := range beside {
-					row.Beside = append(row.Beside, BesideRow{ID: o.ID, State: o.State, Revision: o.Revision, Version: o.Version})
+		if named, ok := r.src.(namedReader); ok {
+			if all, err := named.MetadataNamed(rctx, m.Type, m.Name); err == nil {
+				for _, o := range all {
+					if o.ID != m.ID && o.State != "active" && o.OrganizationID == m.OrganizationID && o.PackageID == m.PackageID {
+						row.Beside = append(row.Beside, BesideRow{ID: o.ID, State: o.State, Revision: o.Revision, Version: o.Version})
+					}
 				}
 			}
 		}

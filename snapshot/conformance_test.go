@@ -325,27 +325,6 @@ VALUES ('sec_1', 'datasource', 'warehouse', 'local:v1', 'aes-256-gcm', 1, 'djE6Y
 		}
 		check("read", read, "active", "draft", "archived")
 
-		// The rows beside an active one: same type, name, organization
-		// and package, in another state.
-		for _, tc := range []struct{ typ, name, org, pkg, want string }{
-			{"object", "account", "", "", "draft-account"},
-			{"view", "all", "org-2", "", "view-o2-draft"},
-			{"view", "all", "org-1", "crm", ""},
-			{"flow", "flow1", "", "", "old-flow"},
-		} {
-			beside, err := s.(snapshot.Besider).Beside(ctx, tc.typ, tc.name, tc.org, tc.pkg)
-			var ids []string
-			for _, m := range beside {
-				ids = append(ids, m.ID)
-				if m.Revision <= 0 || m.State == "active" {
-					t.Errorf("beside %s/%s: %+v", tc.typ, tc.name, m)
-				}
-			}
-			if err != nil || strings.Join(ids, " ") != tc.want {
-				t.Errorf("beside %s/%s in %q@%q: %v %v, want %q", tc.typ, tc.name, tc.org, tc.pkg, ids, err, tc.want)
-			}
-		}
-
 		// Promoting the draft: the platform deletes the active row and
 		// flips the draft; both addresses surface.
 		_, c = relist(t, s)

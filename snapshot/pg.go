@@ -991,17 +991,3 @@ func (p *PG) MetadataNamed(ctx context.Context, typ, name string) ([]MetadataRow
 	}
 	return rows.Metadata, nil
 }
-
-var _ Besider = (*PG)(nil)
-
-// Beside implements Besider.
-func (p *PG) Beside(ctx context.Context, typ, name, org, pkg string) ([]MetadataRow, error) {
-	var rows Rows
-	b := &pgx.Batch{}
-	queueMetadata(b, &rows, 1, nil, p.selMetadata+` WHERE m.type = $1 AND m.name = $2 AND coalesce(m.organization_id, '') = $3
-  AND coalesce(m.package_id, '') = $4 AND m.state <> 'active' ORDER BY m.id`, typ, name, org, pkg)
-	if err := p.pool.SendBatch(ctx, b).Close(); err != nil {
-		return nil, p.interpretError("read rows beside", err)
-	}
-	return rows.Metadata, nil
-}

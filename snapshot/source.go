@@ -283,11 +283,3 @@ type Source interface {
 type Hinter interface {
 	Listen(ctx context.Context, wake func()) error
 }
-
-// Besider reads the rows beside an active sys_metadata row: those of the
-// same type, name, organization and package in another state (a draft
-// waiting to be promoted, an archived copy). "" matches NULL or empty.
-// Explain shows them; the loop never reads them.
-type Besider interface {
-	Beside(ctx context.Context, typ, name, org, pkg string) ([]MetadataRow, error)
-}

@@ -30,8 +30,6 @@ type SQLite struct {
 
 var _ Store = (*SQLite)(nil)
 
-var _ Besider = (*SQLite)(nil)
-
 // sqliteTime is how timestamps are stored: RFC 3339 in UTC with
 // milliseconds, the same text strftime('%Y-%m-%dT%H:%M:%fZ') writes, so
 // they compare as strings.
@@ -740,21 +738,6 @@ func (s *SQLite) MetadataNamed(ctx context.Context, typ, name string) ([]Metadat
 	rows, err := sqliteSelect(ctx, s.db, s.selMetadata+" WHERE m.type = ?1 AND m.name = ?2 ORDER BY m.id", []any{typ, name}, scanSQLiteMetadata)
 	if err != nil {
 		return nil, s.interpretError("read "+typ+"/"+name, err)
-	}
-	return rows, nil
-}
-
-// Beside implements Besider.
-func (s *SQLite) Beside(ctx context.Context, typ, name, org, pkg string) ([]MetadataRow, error) {
-	tx, err := s.db.BeginTx(ctx, &sql.TxOptions{ReadOnly: true})
-	if err != nil {
-		return nil, s.interpretError("read rows beside", err)
-	}
-	defer func() { _ = tx.Rollback() }()
-	rows, err := sqliteSelect(ctx, tx, s.selMetadata+` WHERE m.type = ? AND m.name = ? AND coalesce(m.organization_id, '') = ?
-  AND coalesce(m.package_id, '') = ? AND m.state <> 'active' ORDER BY m.id`, []any{typ, name, org, pkg}, scanSQLiteMetadata)
-	if err != nil {
-		return nil, s.interpretError("read rows beside", err)
 	}
 	return rows, nil
 }

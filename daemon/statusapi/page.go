@@ -209,6 +209,7 @@ func (h *Handler) pageData(ctx context.Context) pageData {
 		if v, err := h.o.Fleet(fctx); err != nil {
 			d.FleetError = err.Error()
 		} else {
+			v = v.Visible() // replicas stopped long ago are not the fleet
 			d.Fleet = &v
 		}
 	}
@@ -221,6 +222,19 @@ func replicaSummary(r *registry.ReplicaReport) []pageKV {
 	out := []pageKV{{"reachable", fmt.Sprint(r.Reachable)}, {"restarts", fmt.Sprint(r.Restarts)}}
 	for _, s := range registry.ReplicaStates {
 		out = append(out, pageKV{"states." + string(s), fmt.Sprint(r.Counts[s])})
+	}
+	if rs := r.Restart; rs != nil {
+		phase := string(rs.Phase)
+		if rs.Reason != "" {
+			phase += ": " + rs.Reason
+		}
+		out = append(out, pageKV{"restart", phase})
+		if !rs.LastAt.IsZero() {
+			out = append(out, pageKV{"last restart", rs.LastAt.UTC().Format(time.RFC3339) + " " + string(rs.LastResult) + " " + rs.LastReason})
+		}
+		if rs.NoLanes != "" {
+			out = append(out, pageKV{"no lanes", rs.NoLanes})
+		}
 	}
 	return out
 }
