@@ -175,9 +175,11 @@ type Driver struct {
 	// host's then (localAt); the highest revision told; deletions that
 	// settled and were dropped, the highest and the last time.
 	storeAt, localAt time.Time
-	told             int64
-	goneRev          int64
-	lastGone         time.Time
+	// settle.go: the replica's typical time from a message to serving it.
+	took     time.Duration
+	told     int64
+	goneRev  int64
+	lastGone time.Time
 }
 
 var _ reconcile.Notifier = (*Driver)(nil)
@@ -471,6 +473,7 @@ type plan struct {
 	lanes     []lane
 	gen       uint64
 	coverFrom time.Time
+	lastSent  time.Time // this Driver's last message for the entry (settle.go)
 	published bool
 	tellFirst bool
 	attempts  int
@@ -481,7 +484,7 @@ type plan struct {
 func (d *Driver) step(ctx context.Context, e *entry) {
 	d.mu.Lock()
 	p := plan{ref: registry.Ref{Kind: e.kind, Key: e.key}, class: e.class, deleted: e.deleted, lanes: e.lanes,
-		gen: e.gen, coverFrom: e.coverFrom, published: e.published, tellFirst: e.tellFirst, attempts: e.attempts, failures: e.failures}
+		gen: e.gen, coverFrom: e.coverFrom, lastSent: e.lastMessage, published: e.published, tellFirst: e.tellFirst, attempts: e.attempts, failures: e.failures}
 	d.mu.Unlock()
 
 	out := d.decide(ctx, p)
@@ -516,6 +519,9 @@ func (d *Driver) step(ctx context.Context, e *entry) {
 		}
 		if e.status.State == registry.ReplicaNudged && out.status.State == registry.ReplicaInSync {
 			d.applied++
+			if p.attempts > 0 && !p.lastSent.IsZero() && !out.probeAt.IsZero() {
+				d.noteTookLocked(out.probeAt.Sub(p.lastSent))
+			}
 		}
 		e.status = out.status
 	}
@@ -603,11 +609,13 @@ func (d *Driver) decide(ctx context.Context, p plan) outcome {
 		return d.wouldPublish(out, now, true)
 	}
 	// lacks: unless a message naming the entry is already on its way,
-	// nudge, then look again after a while.
-	if last, ok := d.lastSeen(p); ok && !last.Before(p.coverFrom) && now.Before(last.Add(d.opts.Settle)) {
-		out.status = registry.ReplicaStatus{State: registry.ReplicaNudged, Attempts: out.attempts, Error: detail}
-		out.due = last.Add(d.opts.Settle)
-		return out
+	// nudge, then look again after a while (settle.go).
+	if last, ok := d.lastSeen(p); ok && !last.Before(p.coverFrom) {
+		if nudge := d.nudgeAfter(out.attempts); now.Before(last.Add(nudge)) {
+			out.status = registry.ReplicaStatus{State: registry.ReplicaNudged, Attempts: out.attempts, Error: detail}
+			out.due = lookAgain(now, now.Sub(last), nudge)
+			return out
+		}
 	}
 	again := out.attempts > 0 || out.failures > 0
 	if again {
@@ -623,7 +631,7 @@ func (d *Driver) decide(ctx context.Context, p plan) outcome {
 	out.attempts++
 	out.failures = 0
 	out.status = registry.ReplicaStatus{State: registry.ReplicaNudged, Attempts: out.attempts, Error: detail}
-	out.due = now.Add(max(d.opts.Settle, d.bo.Delay(out.attempts)-d.bo.Base))
+	out.due = now.Add(d.lookAfter())
 	if out.attempts > 1 {
 		d.log.InfoContext(ctx, "replica nudged again", slog.String("kind", string(p.ref.Kind)), slog.String("key", p.ref.Key),
 			slog.Int("attempts", out.attempts), slog.String("reason", detail))
