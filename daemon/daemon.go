@@ -21,6 +21,7 @@ import (
 	"github.com/objectstack-fleet/reconciler/internal/config"
 	"github.com/objectstack-fleet/reconciler/internal/redact"
 	"github.com/objectstack-fleet/reconciler/reconcile"
+	"github.com/objectstack-fleet/reconciler/registry"
 	"github.com/objectstack-fleet/reconciler/snapshot"
 )
 
@@ -228,7 +229,14 @@ func (d *Daemon) Run(ctx context.Context) error {
 		return err
 	}
 	hb := &heartbeater{store: store, version: d.opts.Version, log: log, every: HeartbeatInterval(cfg.PollInterval), wake: make(chan struct{}, 1)}
-	drv, closeBus, err := d.replicaDriver(cfg, replicaMetrics, store, hb.poke)
+	// The loop is built after the driver (it notifies it); the driver runs
+	// only once the loop exists.
+	var rec *reconcile.Reconciler
+	guarded := func(k registry.Kind, key string) bool {
+		e, ok := rec.Registries().Get(k, key)
+		return ok && e.Guarded
+	}
+	drv, closeBus, err := d.replicaDriver(cfg, replicaMetrics, store, hb.poke, guarded)
 	if err != nil {
 		return err
 	}
@@ -252,7 +260,7 @@ func (d *Daemon) Run(ctx context.Context) error {
 		cancel()
 		hb.node = rs.Node
 	}
-	rec := reconcile.New(store, reconcile.Options{
+	rec = reconcile.New(store, reconcile.Options{
 		ReplicaID:          cfg.ReplicaID,
 		PollInterval:       cfg.PollInterval,
 		PollJitter:         pollJitter(cfg.PollJitter),

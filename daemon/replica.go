@@ -15,7 +15,11 @@ import (
 // replicaDriver builds the driver of the replica beside this sidecar, or
 // returns nil when replica.url is empty. closeBus releases the bus
 // connections after the driver's Run has returned.
-func (d *Daemon) replicaDriver(cfg *config.Config, m *replica.Metrics, store snapshot.Store, onSettle func()) (drv *replica.Driver, closeBus func() error, err error) {
+//
+// guarded tells the entries whose eviction the loop's guard holds (their
+// rows are gone, the replica keeps serving them): the driver sends no
+// message for them.
+func (d *Daemon) replicaDriver(cfg *config.Config, m *replica.Metrics, store snapshot.Store, onSettle func(), guarded func(registry.Kind, string) bool) (drv *replica.Driver, closeBus func() error, err error) {
 	if cfg.ReplicaURL == "" {
 		return nil, nil, nil
 	}
@@ -44,6 +48,7 @@ func (d *Daemon) replicaDriver(cfg *config.Config, m *replica.Metrics, store sna
 		Logger:             d.log,
 		Shadow:             strings.EqualFold(cfg.ReplicaMode, "shadow"),
 		OnSettle:           onSettle,
+		Guarded:            guarded,
 	}
 	// The nodes keep their records in the store's database: its catalog
 	// tells whether an object's table and columns exist.

@@ -96,6 +96,16 @@ type Options struct {
 	// OnSettle, if set, is called (without blocking) when an entry's
 	// change becomes served: the converged revision may have moved.
 	OnSettle func()
+	// Guarded, if set, reports whether the loop guards the eviction of an
+	// entry (reconcile's eviction guard: its row is gone, the replica keeps
+	// serving it). Any lane message naming such an entry would make the
+	// node re-read the missing row and drop it, so the Driver neither
+	// probes nor publishes for it (after a heal, a recheck or a backoff
+	// included) and does not count it as lacking; it looks again every
+	// MaxBackoff, so an entry whose row came back unchanged (no change
+	// told) goes on as before. A release tells the eviction, which is
+	// driven as usual.
+	Guarded func(kind registry.Kind, key string) bool
 }
 
 // class is how an entry's replica state can be observed.
@@ -487,6 +497,10 @@ func (d *Driver) step(ctx context.Context, e *entry) {
 		gen: e.gen, coverFrom: e.coverFrom, lastSent: e.lastMessage, published: e.published, tellFirst: e.tellFirst, attempts: e.attempts, failures: e.failures}
 	d.mu.Unlock()
 
+	if !p.deleted && d.opts.Guarded != nil && d.opts.Guarded(p.ref.Kind, p.ref.Key) {
+		d.keepGuarded(ctx, e, p)
+		return
+	}
 	out := d.decide(ctx, p)
 
 	d.mu.Lock()
@@ -532,6 +546,40 @@ func (d *Driver) step(ctx context.Context, e *entry) {
 			d.lastGone = e.settledAt
 		}
 	}
+	d.countLocked()
+}
+
+// guardedNote is the replica state's error of a guarded entry that was
+// waiting on the replica.
+const guardedNote = "eviction guarded: its row is gone and the replica keeps serving it; nothing is published for it until a release (or its row comes back)"
+
+// keepGuarded is a step of an entry whose eviction the loop guards: no
+// probe (its row is gone, so the replica's layers answer no overlay) and
+// no message (the node would re-read the missing row and unregister it).
+// An entry that was waiting on the replica (pending after a heal, nudged)
+// is reported unverifiable, not lacking; one the replica showed (in-sync,
+// unservable, stale) keeps that state. It is looked at again after
+// MaxBackoff.
+func (d *Driver) keepGuarded(ctx context.Context, e *entry, p plan) {
+	now := time.Now()
+	d.mu.Lock()
+	settled := false
+	defer func() {
+		d.mu.Unlock()
+		if settled && d.opts.OnSettle != nil {
+			d.opts.OnSettle()
+		}
+	}()
+	e.running = false
+	if e.gen != p.gen || ctx.Err() != nil {
+		return
+	}
+	e.due = now.Add(d.opts.MaxBackoff)
+	switch e.status.State {
+	case registry.ReplicaPending, registry.ReplicaNudged, registry.ReplicaWouldPublish:
+		e.status = registry.ReplicaStatus{State: registry.ReplicaUnverifiable, Attempts: e.attempts, Error: guardedNote, Since: now}
+	}
+	settled = d.settledLocked(e)
 	d.countLocked()
 }
 
@@ -598,6 +646,13 @@ func (d *Driver) decide(ctx context.Context, p plan) outcome {
 		return out
 	case unservable:
 		return d.unservable(ctx, p, out, now, detail)
+	case unseen:
+		// Looked at again with backoff: the loop tells the eviction (or
+		// its guard) once it reads the row gone.
+		out.failures++
+		out.due = now.Add(d.bo.Delay(out.failures))
+		out.status = registry.ReplicaStatus{State: registry.ReplicaNudged, Attempts: out.attempts, Error: detail}
+		return out
 	case unobservable:
 		if p.published {
 			out.status = registry.ReplicaStatus{State: registry.ReplicaUnverifiable, Attempts: out.attempts}

@@ -40,7 +40,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		}, []string{"channel", "result"}),
 		verifications: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "reconciler_replica_verifications_total",
-			Help: "Read-only probes of the replica's state of an entry, by result (in-sync, lacking, stale, unservable, unobservable, error).",
+			Help: "Read-only probes of the replica's state of an entry, by result (in-sync, lacking, unseen, stale, unservable, unobservable, error).",
 		}, []string{"result"}),
 		restarts: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "reconciler_replica_restarts_total",
@@ -77,7 +77,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			m.publishes.WithLabelValues(ch, r)
 		}
 	}
-	for _, r := range []string{"in-sync", "lacking", "stale", "unservable", "unobservable", "error"} {
+	for _, r := range []string{"in-sync", "lacking", "unseen", "stale", "unservable", "unobservable", "error"} {
 		m.verifications.WithLabelValues(r)
 	}
 	for _, c := range []string{condBus, condCredential, condVersion} {

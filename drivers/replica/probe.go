@@ -31,6 +31,11 @@ const (
 	// unservable: the replica registered the object but cannot serve it:
 	// its table or a field's column is missing.
 	unservable
+	// unseen: the replica serves the object but does not see its row (the
+	// layers route answers no overlay). A message would make it re-read
+	// no row and unregister the object, so none is sent: the row's
+	// eviction, guarded or not, is the loop's to tell.
+	unseen
 )
 
 func (v verdict) String() string {
@@ -43,6 +48,8 @@ func (v verdict) String() string {
 		return "stale"
 	case unservable:
 		return "unservable"
+	case unseen:
+		return "unseen"
 	}
 	return "unobservable"
 }
@@ -225,7 +232,7 @@ func (p *prober) object(ctx context.Context, name string, deleted bool) (verdict
 	}
 	if overlay == nil {
 		// The row is not visible to the replica (yet): nothing to compare.
-		return lacks, "replica does not see the row of object " + name, nil
+		return unseen, "replica does not see the row of object " + name + " (it still serves the object: nothing is published, a message would unregister it)", nil
 	}
 	if ok, why := objectApplied(code, overlay); !ok {
 		return lacks, "object " + name + ": " + why, nil
