@@ -209,6 +209,7 @@ func (h *Handler) pageData(ctx context.Context) pageData {
 		if v, err := h.o.Fleet(fctx); err != nil {
 			d.FleetError = err.Error()
 		} else {
+			v = v.Visible() // replicas stopped long ago are not the fleet
 			d.Fleet = &v
 		}
 	}

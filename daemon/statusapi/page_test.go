@@ -44,6 +44,8 @@ func pageHandler(t *testing.T, token string, fleetErr error) *Handler {
 			return fleet.Build(snapshot.Watermark{Seq: 10, At: now}, []snapshot.Replica{
 				{ReplicaID: "r1", Host: "h1", HeartbeatAt: now, CursorSeq: 10, CursorAt: now, Counts: map[string]int64{"connector/held": 1}},
 				{ReplicaID: "r2" + hostile, Host: "h2", HeartbeatAt: now.Add(-time.Hour), CursorSeq: 2, CursorAt: now.Add(-time.Hour), LastError: hostile},
+				{ReplicaID: "r3", Host: "h3", HeartbeatAt: now, CursorSeq: 10, Clash: "h4 pid " + hostile, ClashAt: now},
+				{ReplicaID: "r-gone", Host: "h-gone", HeartbeatAt: now.Add(-2 * time.Hour), CursorSeq: 1, Stopped: true},
 			}, 5*time.Second, now), nil
 		}})
 }
@@ -72,11 +74,15 @@ func TestPageRendersAndEscapes(t *testing.T) {
 		"flow/&lt;b&gt;f&lt;/b&gt;", "references missing object &lt;script&gt;",
 		"restart &lt;the&gt; replica", // the replica's remedy
 		"states.stale", "r2&lt;script&gt;", "stale</span>",
+		"replica id shared with h4 pid &lt;script&gt;", // two processes writing r3's heartbeat
 		"refused: replica r2&lt;script&gt;", // the restart, a peer's id escaped
 	} {
 		if !strings.Contains(body, want) {
 			t.Errorf("page lacks %q", want)
 		}
+	}
+	if strings.Contains(body, "h-gone") {
+		t.Error("the page lists a replica stopped two hours ago")
 	}
 	if strings.Contains(body, "<script") || strings.Contains(body, "<img") || strings.Contains(body, "<b>") {
 		t.Error("a row-derived string reached the page unescaped")

@@ -42,6 +42,7 @@ type Node struct {
 	Port int
 
 	stack    *Stack
+	noBus    bool // started without the cluster bus
 	logPath  string
 	bootTime time.Duration
 
@@ -57,12 +58,25 @@ type Node struct {
 // first node of a stack also signs up the platform admin.
 func (s *Stack) StartNode(name string) *Node {
 	s.t.Helper()
+	return s.startNode(name, false)
+}
+
+// StartNodeWithoutBus boots a node of the stack started without the
+// cluster bus (no OS_CLUSTER_DRIVER: an in-process bus), as a node
+// misconfigured so: it applies no lane message.
+func (s *Stack) StartNodeWithoutBus(name string) *Node {
+	s.t.Helper()
+	return s.startNode(name, true)
+}
+
+func (s *Stack) startNode(name string, noBus bool) *Node {
+	s.t.Helper()
 	dir := s.t.TempDir()
 	if err := layoutApp(dir, s.Modules); err != nil {
 		s.t.Fatalf("lay out node %s: %v", name, err)
 	}
 	_, port, _ := net.SplitHostPort(proctest.FreeAddr(s.t))
-	n := &Node{Name: name, Dir: dir, stack: s, logPath: filepath.Join(dir, "node.log")}
+	n := &Node{Name: name, Dir: dir, stack: s, logPath: filepath.Join(dir, "node.log"), noBus: noBus}
 	fmt.Sscan(port, &n.Port)
 	s.nodes++
 	s.t.Cleanup(func() {
@@ -158,12 +172,13 @@ func (n *Node) spawnLocked() error {
 	cmd.Dir = n.Dir
 	cmd.Env = append(nodeEnv(),
 		"OS_DATABASE_URL="+s.DatabaseURL,
-		"OS_CLUSTER_DRIVER=redis",
-		"OS_REDIS_URL="+s.Redis.URL(),
 		"OS_AUTH_SECRET="+s.AuthSecret,
 		"OS_SECRET_KEY="+s.SecretKey,
 		"NO_COLOR=1",
 	)
+	if !n.noBus {
+		cmd.Env = append(cmd.Env, "OS_CLUSTER_DRIVER=redis", "OS_REDIS_URL="+s.Redis.URL())
+	}
 	cmd.Stdout, cmd.Stderr = logf, logf
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	if err := cmd.Start(); err != nil {

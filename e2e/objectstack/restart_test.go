@@ -256,3 +256,56 @@ func TestRollingRestart(t *testing.T) {
 	t.Logf("figures: SQL change → both nodes serve the row after %s (2 restarts, one at a time; within 2 minutes: %v); polls of /api/v1/ready every 0.2s: %d, node a down in %d, node b down in %d, both down in %d; boots %s, %s\nfleet:\n%s",
 		took.Round(100*time.Millisecond), took <= 2*time.Minute, polls, down["a"], down["b"], len(allDown), a.BootTime().Round(100*time.Millisecond), b.BootTime().Round(100*time.Millisecond), out)
 }
+
+// TestNoLanesOnRealNode: a node started without the cluster bus applies no
+// lane message; beside a node that does, its sidecar names it in status,
+// with the remedy, and fleet flags it.
+func TestNoLanesOnRealNode(t *testing.T) {
+	ctx := context.Background()
+	stack := NewStack(t)
+	a := stack.StartNode("a")
+	deaf := stack.StartNodeWithoutBus("deaf")
+	Reconcile(t, reconcilerBin, nil, "migrate", "--store.url", stack.DatabaseURL)
+	da := startReplicaDaemon(t, stack, a, stack.Redis.URL())
+	dd := startReplicaDaemon(t, stack, deaf, stack.Redis.URL())
+	const obj = "rt_nolanes_note"
+	if _, err := InsertMetadata(ctx, stack.DatabaseURL, "object", obj, noteBody(obj)); err != nil {
+		t.Fatal(err)
+	}
+	waitReplica(t, da, "engine", "object/"+obj, "in-sync")
+	var noLanes string
+	if err := poll(3*time.Minute, time.Second, nil, func() error {
+		status, body, err := dd.Get("/v1/status")
+		if err != nil || status != http.StatusOK {
+			return fmt.Errorf("/v1/status: %d %v", status, err)
+		}
+		var st struct {
+			ReplicaSync struct {
+				Restart *struct {
+					NoLanes string `json:"no_lanes"`
+				} `json:"restart"`
+			} `json:"replica_sync"`
+		}
+		if err := json.Unmarshal(body, &st); err != nil {
+			return err
+		}
+		if r := st.ReplicaSync.Restart; r == nil || r.NoLanes == "" {
+			return fmt.Errorf("not named: %s", tail(string(body), 1500))
+		}
+		noLanes = st.ReplicaSync.Restart.NoLanes
+		return nil
+	}); err != nil {
+		t.Fatalf("the node without the bus is not named: %v", err)
+	}
+	if !strings.Contains(noLanes, "a serve theirs") || !strings.Contains(noLanes, "OS_CLUSTER_DRIVER=redis") {
+		t.Errorf("no-lanes report %q", noLanes)
+	}
+	out := Reconcile(t, reconcilerBin, nil, "status", "--addr", strings.TrimPrefix(dd.Status, "http://"))
+	if !strings.Contains(out, "applies no lane message") {
+		t.Errorf("status does not name it:\n%s", out)
+	}
+	if out := Reconcile(t, reconcilerBin, nil, "fleet", "--store.url", stack.DatabaseURL); !strings.Contains(out, "NO LANES") {
+		t.Errorf("fleet does not flag it:\n%s", out)
+	}
+	t.Logf("status of the node without the bus:\n%s", out)
+}
