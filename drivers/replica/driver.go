@@ -478,13 +478,17 @@ type plan struct {
 	tellFirst bool
 	attempts  int
 	failures  int
+	// unservable: the entry's last check found it unservable, and no
+	// change came since: a check again only watches its storage.
+	unservable bool
 }
 
 // step does one check (and publish, if need be) of an entry.
 func (d *Driver) step(ctx context.Context, e *entry) {
 	d.mu.Lock()
 	p := plan{ref: registry.Ref{Kind: e.kind, Key: e.key}, class: e.class, deleted: e.deleted, lanes: e.lanes,
-		gen: e.gen, coverFrom: e.coverFrom, lastSent: e.lastMessage, published: e.published, tellFirst: e.tellFirst, attempts: e.attempts, failures: e.failures}
+		gen: e.gen, coverFrom: e.coverFrom, lastSent: e.lastMessage, published: e.published, tellFirst: e.tellFirst, attempts: e.attempts, failures: e.failures,
+		unservable: e.status.State == registry.ReplicaUnservable}
 	d.mu.Unlock()
 
 	out := d.decide(ctx, p)
@@ -598,6 +602,17 @@ func (d *Driver) decide(ctx context.Context, p plan) outcome {
 		return out
 	case unservable:
 		return d.unservable(ctx, p, out, now, detail)
+	case lacks:
+		if p.unservable {
+			// Registered and current when it was last checked, and no change
+			// came since: a row that vanished without one (the eviction
+			// guard holding its deletion) is not announced again, and a
+			// replica that lost it is not told without a change.
+			out.failures++
+			out.due = now.Add(d.bo.Delay(out.failures))
+			out.status = registry.ReplicaStatus{State: registry.ReplicaUnservable, Attempts: out.attempts, Error: detail}
+			return out
+		}
 	case unobservable:
 		if p.published {
 			out.status = registry.ReplicaStatus{State: registry.ReplicaUnverifiable, Attempts: out.attempts}
