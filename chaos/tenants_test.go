@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -257,4 +258,74 @@ VALUES ($1, 'acme', 'datasource', 'acme_db', 'local:v1', 'aes-256-gcm', 1, $2)`,
 	after("5 org `evil` connectors whose upstream hangs (apply.timeout 5s, apply.concurrency 4), then an org `acme` object",
 		"commit → acme's object ready (poll.interval 100ms)", delay.Round(10*time.Millisecond).String(),
 		"about a poll interval + the pass budget (1s); was 46 s in the review")
+
+	// A NOTIFY flood from a role that can connect: hint passes counted.
+	hintPasses := func() float64 {
+		_, b, err := d.request("GET", "/metrics", nil, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, line := range strings.Split(string(b), "\n") {
+			if v, ok := strings.CutPrefix(line, `reconciler_passes_total{trigger="hint"} `); ok {
+				f, _ := strconv.ParseFloat(v, 64)
+				return f
+			}
+		}
+		return 0
+	}
+	before := hintPasses()
+	flood := time.Now()
+	execSQL(t, pgURL, `DO $$ BEGIN FOR i IN 1..20000 LOOP PERFORM pg_notify('reconciler', 'x' || i); END LOOP; END $$`)
+	for range 20 {
+		execSQL(t, pgURL, `DO $$ BEGIN FOR i IN 1..1000 LOOP PERFORM pg_notify('reconciler', 'y' || i); END LOOP; END $$`)
+	}
+	floodFor := time.Since(flood)
+	eventually(t, "the hint passes of the flood counted", func() bool { return hintPasses() > before })
+	hints := hintPasses() - before
+	after(fmt.Sprintf("40,000 `NOTIFY reconciler` (%v) from a role that can connect", floodFor.Round(10*time.Millisecond)),
+		"hint passes", fmt.Sprintf("%.0f", hints), "one per hint spacing (poll.interval/10 = 50 ms here, at most 1 s); 8,640 in 3 s in the review")
+	if limit := floodFor.Seconds()/0.05 + 5; hints > limit {
+		t.Errorf("%.0f hint passes in %v, above %.0f", hints, floodFor, limit)
+	}
+
+	// Idle connections to the status port, then a change that needs a
+	// descriptor.
+	var idle []net.Conn
+	for range 2000 {
+		c, err := net.Dial("tcp", d.addr)
+		if err != nil {
+			break
+		}
+		idle = append(idle, c)
+	}
+	fdsIdle, _ := procFigures(d.pid())
+	execSQL(t, pgURL, upsertOrgMetadata, "c-acme2", "connector", "crm2", "acme", connectorBody(home.URL, "acme-token", "5s"))
+	results.wrote(1)
+	for _, c := range idle {
+		c.Close()
+	}
+	waitSettled(t, d, "acme's new connector applied", 1,
+		func(it item) bool { return it.Key == "acme:crm2" },
+		func(it item) bool { return it.State == "ready" })
+	after(fmt.Sprintf("%d idle TCP connections to the status port, then a new connector", len(idle)),
+		"daemon fds while they were open", fmt.Sprint(fdsIdle), "≤ 256 for the API (statusapi.MaxConns) + the daemon's own; the review's 20,000 exhausted the fds")
+	if fdsIdle > 400 {
+		t.Errorf("%d fds with idle connections open", fdsIdle)
+	}
+
+	// A row name with bidi and separator characters, on the page.
+	execSQL(t, pgURL, upsertOrgMetadata, "bidi", "view", "gnp\u202e.exe\u2028x", "evil", `{"object":"nothing"}`)
+	results.wrote(1)
+	waitSettled(t, d, "the bidi row applied", 1,
+		func(it item) bool { return strings.Contains(it.Key, "gnp") },
+		func(it item) bool { return it.State != "pending" })
+	_, page, err := d.request("GET", "/", nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw := strings.Count(string(page), "\u202e") + strings.Count(string(page), "\u2028")
+	after("a row named with U+202E and U+2028, on the status page", "raw bidi/separator characters in the HTML", fmt.Sprint(raw), "0 (shown as `\\u202e` text)")
+	if raw != 0 {
+		t.Errorf("%d raw bidi characters on the page", raw)
+	}
 }

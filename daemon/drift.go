@@ -23,8 +23,13 @@ import (
 // LatestDriftFile is the name of the newest report in drift.dir.
 const LatestDriftFile = "latest.json"
 
-// keepDriftFiles bounds how many timestamped reports drift.dir keeps.
-const keepDriftFiles = 100
+// keepDriftFiles bounds how many timestamped reports drift.dir keeps, and
+// keepDriftBytes their size in all (a store of 20,000 held items makes
+// 6 MB reports: 100 of them would fill 600 MB); the newest is always kept.
+const (
+	keepDriftFiles = 100
+	keepDriftBytes = 64 << 20
+)
 
 // driftStore keeps each replica's latest drift report.
 type driftStore interface {
@@ -100,7 +105,7 @@ func (w *driftWriter) writeNow(ctx context.Context) (reconcile.DriftReport, erro
 	if err := w.store.WriteDrift(ctx, w.replica, rep.At, b); err != nil {
 		errs = append(errs, fmt.Errorf("store drift report: %w", err))
 	}
-	pruneDrift(dir, keepDriftFiles)
+	pruneDrift(dir, keepDriftFiles, keepDriftBytes)
 	s := rep.Summary
 	if w.metrics != nil {
 		w.metrics.DriftItems.WithLabelValues("blockers").Set(float64(len(rep.Stall.Blockers)))
@@ -119,27 +124,38 @@ func (w *driftWriter) writeNow(ctx context.Context) (reconcile.DriftReport, erro
 	return rep, errors.Join(errs...)
 }
 
-// pruneDrift keeps the newest keep timestamped reports of dir. It lists
-// the directory rather than matching a pattern, so that a dir holding
-// pattern characters ("[", "*") is pruned all the same.
-func pruneDrift(dir string, keep int) {
+// pruneDrift keeps the newest keep timestamped reports of dir, fewer when
+// they pass maxBytes in all (the newest is always kept). It lists the
+// directory rather than matching a pattern, so that a dir holding pattern
+// characters ("[", "*") is pruned all the same.
+func pruneDrift(dir string, keep int, maxBytes int64) {
 	entries, err := os.ReadDir(dir)
 	if err != nil {
 		return
 	}
-	var names []string
+	type report struct {
+		name string
+		size int64
+	}
+	var reports []report
 	for _, e := range entries {
 		n := e.Name()
 		if e.Type().IsRegular() && strings.HasPrefix(n, "drift-") && strings.HasSuffix(n, ".json") {
-			names = append(names, n)
+			var size int64
+			if fi, err := e.Info(); err == nil {
+				size = fi.Size()
+			}
+			reports = append(reports, report{n, size})
 		}
 	}
-	if len(names) <= keep {
-		return
-	}
-	sort.Strings(names) // timestamps sort lexically
-	for _, n := range names[:len(names)-keep] {
-		_ = os.Remove(filepath.Join(dir, n))
+	sort.Slice(reports, func(i, j int) bool { return reports[i].name > reports[j].name }) // newest first: timestamps sort lexically
+	var total int64
+	for i, r := range reports {
+		total += r.size
+		if i == 0 || i < keep && total <= maxBytes {
+			continue
+		}
+		_ = os.Remove(filepath.Join(dir, r.name))
 	}
 }
 

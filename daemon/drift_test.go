@@ -81,16 +81,28 @@ func TestPruneDriftPatternCharacters(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			pruneDrift(dir, 3)
-			entries, _ := os.ReadDir(dir)
-			var names []string
-			for _, e := range entries {
-				names = append(names, e.Name())
+			left := func() string {
+				entries, _ := os.ReadDir(dir)
+				var names []string
+				for _, e := range entries {
+					names = append(names, e.Name())
+				}
+				sort.Strings(names)
+				return fmt.Sprint(names)
 			}
-			sort.Strings(names)
+			pruneDrift(dir, 3, 1<<20)
 			want := []string{"drift-20260104T000000.000000000Z.json", "drift-20260105T000000.000000000Z.json", "drift-20260106T000000.000000000Z.json", "drift-notes.txt", LatestDriftFile, "notes.txt"}
-			if fmt.Sprint(names) != fmt.Sprint(want) {
-				t.Fatalf("left %q, want %q", names, want)
+			if got := left(); got != fmt.Sprint(want) {
+				t.Fatalf("left %q, want %q", got, want)
+			}
+			// Past the size bound, fewer are kept; never fewer than the newest.
+			pruneDrift(dir, 3, 4) // each report is 2 bytes
+			if got, want := left(), fmt.Sprint([]string{"drift-20260105T000000.000000000Z.json", "drift-20260106T000000.000000000Z.json", "drift-notes.txt", LatestDriftFile, "notes.txt"}); got != want {
+				t.Fatalf("size bound: left %q, want %q", got, want)
+			}
+			pruneDrift(dir, 3, 0)
+			if got, want := left(), fmt.Sprint([]string{"drift-20260106T000000.000000000Z.json", "drift-notes.txt", LatestDriftFile, "notes.txt"}); got != want {
+				t.Fatalf("size bound 0: left %q, want %q", got, want)
 			}
 		})
 	}

@@ -175,9 +175,11 @@ type Driver struct {
 	// host's then (localAt); the highest revision told; deletions that
 	// settled and were dropped, the highest and the last time.
 	storeAt, localAt time.Time
-	told             int64
-	goneRev          int64
-	lastGone         time.Time
+	// settle.go: the replica's typical time from a message to serving it.
+	took     time.Duration
+	told     int64
+	goneRev  int64
+	lastGone time.Time
 }
 
 var _ reconcile.Notifier = (*Driver)(nil)
@@ -471,17 +473,22 @@ type plan struct {
 	lanes     []lane
 	gen       uint64
 	coverFrom time.Time
+	lastSent  time.Time // this Driver's last message for the entry (settle.go)
 	published bool
 	tellFirst bool
 	attempts  int
 	failures  int
+	// unservable: the entry's last check found it unservable, and no
+	// change came since: a check again only watches its storage.
+	unservable bool
 }
 
 // step does one check (and publish, if need be) of an entry.
 func (d *Driver) step(ctx context.Context, e *entry) {
 	d.mu.Lock()
 	p := plan{ref: registry.Ref{Kind: e.kind, Key: e.key}, class: e.class, deleted: e.deleted, lanes: e.lanes,
-		gen: e.gen, coverFrom: e.coverFrom, published: e.published, tellFirst: e.tellFirst, attempts: e.attempts, failures: e.failures}
+		gen: e.gen, coverFrom: e.coverFrom, lastSent: e.lastMessage, published: e.published, tellFirst: e.tellFirst, attempts: e.attempts, failures: e.failures,
+		unservable: e.status.State == registry.ReplicaUnservable}
 	d.mu.Unlock()
 
 	out := d.decide(ctx, p)
@@ -516,6 +523,9 @@ func (d *Driver) step(ctx context.Context, e *entry) {
 		}
 		if e.status.State == registry.ReplicaNudged && out.status.State == registry.ReplicaInSync {
 			d.applied++
+			if p.attempts > 0 && !p.lastSent.IsZero() && !out.probeAt.IsZero() {
+				d.noteTookLocked(out.probeAt.Sub(p.lastSent))
+			}
 		}
 		e.status = out.status
 	}
@@ -592,6 +602,17 @@ func (d *Driver) decide(ctx context.Context, p plan) outcome {
 		return out
 	case unservable:
 		return d.unservable(ctx, p, out, now, detail)
+	case lacks:
+		if p.unservable {
+			// Registered and current when it was last checked, and no change
+			// came since: a row that vanished without one (the eviction
+			// guard holding its deletion) is not announced again, and a
+			// replica that lost it is not told without a change.
+			out.failures++
+			out.due = now.Add(d.bo.Delay(out.failures))
+			out.status = registry.ReplicaStatus{State: registry.ReplicaUnservable, Attempts: out.attempts, Error: detail}
+			return out
+		}
 	case unobservable:
 		if p.published {
 			out.status = registry.ReplicaStatus{State: registry.ReplicaUnverifiable, Attempts: out.attempts}
@@ -603,11 +624,17 @@ func (d *Driver) decide(ctx context.Context, p plan) outcome {
 		return d.wouldPublish(out, now, true)
 	}
 	// lacks: unless a message naming the entry is already on its way,
-	// nudge, then look again after a while.
-	if last, ok := d.lastSeen(p); ok && !last.Before(p.coverFrom) && now.Before(last.Add(d.opts.Settle)) {
-		out.status = registry.ReplicaStatus{State: registry.ReplicaNudged, Attempts: out.attempts, Error: detail}
-		out.due = last.Add(d.opts.Settle)
-		return out
+	// nudge, then look again after a while (settle.go). Another origin's
+	// message defers this sidecar's own once per change only: if the
+	// replica still lacks the entry after it (a lost message, or a forged
+	// one sent to keep this sidecar quiet), the sidecar's own goes.
+	if last, ok := d.lastSeen(p); !p.published && ok && !last.Before(p.coverFrom) {
+		if nudge := d.nudgeAfter(out.attempts); now.Before(last.Add(nudge)) {
+			out.published = true // covered, once
+			out.status = registry.ReplicaStatus{State: registry.ReplicaNudged, Attempts: out.attempts, Error: detail}
+			out.due = lookAgain(now, now.Sub(last), nudge)
+			return out
+		}
 	}
 	again := out.attempts > 0 || out.failures > 0
 	if again {
@@ -623,7 +650,7 @@ func (d *Driver) decide(ctx context.Context, p plan) outcome {
 	out.attempts++
 	out.failures = 0
 	out.status = registry.ReplicaStatus{State: registry.ReplicaNudged, Attempts: out.attempts, Error: detail}
-	out.due = now.Add(max(d.opts.Settle, d.bo.Delay(out.attempts)-d.bo.Base))
+	out.due = now.Add(d.lookAfter())
 	if out.attempts > 1 {
 		d.log.InfoContext(ctx, "replica nudged again", slog.String("kind", string(p.ref.Kind)), slog.String("key", p.ref.Key),
 			slog.Int("attempts", out.attempts), slog.String("reason", detail))
@@ -819,12 +846,21 @@ func (d *Driver) publish(ctx context.Context, p plan) error {
 	return nil
 }
 
+// maxSeen bounds the bus observations kept: anyone who can PUBLISH on the
+// platform's bus could otherwise grow them without end (a flood of unique
+// names grew the heap by 300 MB in 6 s). Past it, a new address is not
+// recorded: at worst this sidecar sends a message another one already
+// sent.
+const maxSeen = 10_000
+
 func (d *Driver) markSeen(addr string, t time.Time) {
 	d.mu.Lock()
-	if t.After(d.seen[addr]) {
-		d.seen[addr] = t
+	defer d.mu.Unlock()
+	if prev, ok := d.seen[addr]; ok || len(d.seen) < maxSeen {
+		if t.After(prev) {
+			d.seen[addr] = t
+		}
 	}
-	d.mu.Unlock()
 }
 
 // observe records every lane message on the bus, so that a sidecar does
@@ -885,6 +921,7 @@ func (d *Driver) watchHealth(ctx context.Context) {
 	var (
 		last   float64
 		bootAt time.Time
+		lastOK time.Time // when the last answer came
 	)
 	bootSkew := max(3*d.opts.HealthInterval, time.Second)
 	t := time.NewTicker(d.opts.HealthInterval)
@@ -914,7 +951,7 @@ func (d *Driver) watchHealth(ctx context.Context) {
 			if !wasDown {
 				d.log.WarnContext(ctx, "replica unreachable; nudges wait for it", slog.String("error", err.Error()))
 			}
-		case !bootAt.IsZero() && (up < last || started.Sub(bootAt) > bootSkew):
+		case !bootAt.IsZero() && (up < last || started.Sub(bootAt) > bootSkew && bootedSince(up, lastOK, bootSkew)):
 			d.heal(ctx, up)
 		case wasDown:
 			d.log.InfoContext(ctx, "replica reachable again")
@@ -924,7 +961,7 @@ func (d *Driver) watchHealth(ctx context.Context) {
 			if bootAt.IsZero() || up < last || started.Sub(bootAt) > bootSkew {
 				bootAt = started
 			}
-			last = up
+			last, lastOK = up, time.Now()
 		}
 		d.pruneSeen()
 		select {
@@ -1055,4 +1092,13 @@ func sameOrigin(req *http.Request, via []*http.Request) error {
 		return http.ErrUseLastResponse
 	}
 	return nil
+}
+
+// bootedSince reports whether a replica answering uptime up can have
+// started after its previous answer at prev: a restart between two
+// answers shows an uptime shorter than the time between them. An answer
+// that does not advance (a hostile replica, a caching proxy) moves the
+// start time without being a restart, and so republishes nothing.
+func bootedSince(up float64, prev time.Time, skew time.Duration) bool {
+	return prev.IsZero() || time.Duration(up*float64(time.Second)) < time.Since(prev)+skew
 }

@@ -60,7 +60,7 @@ func TestConvergenceOnRealNode(t *testing.T) {
 	a := stack.StartNode("a")
 	CreateApp(t, a)
 	Reconcile(t, reconcilerBin, nil, "migrate", "--store.url", stack.DatabaseURL)
-	d := startReplicaDaemon(t, stack, a, stack.Redis.URL())
+	d := startReplicaDaemon(t, stack, a, stack.Redis.URL(), repairOn) // its SQL objects need their storage synced to be in-sync
 	waitReplica(t, d, "engine", "object/rt_task", "in-sync")
 	c0, s0 := convergenceCount(t, d)
 

@@ -16,13 +16,11 @@ import (
 )
 
 // startReplicaDaemon runs `reconciler run` beside node on the stack's
-// database, driving node through the stack's bus, with the schema repair
-// on (objects written with SQL have no storage until the platform syncs
-// it), extra env last.
+// database, driving node through the stack's bus, extra env last (later
+// values win).
 func startReplicaDaemon(t *testing.T, stack *Stack, node *Node, busURL string, extra ...string) *Daemon {
 	t.Helper()
 	env := []string{
-		"RECONCILER_REPLICA_REPAIR=schema",
 		"RECONCILER_STORE_URL=" + stack.DatabaseURL,
 		"RECONCILER_REPLICA_ID=" + node.Name,
 		"RECONCILER_DRIFT_DIR=" + t.TempDir(),
@@ -44,6 +42,9 @@ func startReplicaDaemon(t *testing.T, stack *Stack, node *Node, busURL string, e
 	}
 	return d
 }
+
+// repairOn turns a sidecar's schema repair on.
+const repairOn = "RECONCILER_REPLICA_REPAIR=schema"
 
 type replicaState struct {
 	State    string `json:"state"`
@@ -96,8 +97,10 @@ func TestReplicaDaemons(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer proxy.Close()
-	da := startReplicaDaemon(t, stack, a, proxy.URL())
-	db := startReplicaDaemon(t, stack, b, proxy.URL())
+	// With the schema repair: objects written with SQL have no storage
+	// until the platform syncs it.
+	da := startReplicaDaemon(t, stack, a, proxy.URL(), repairOn)
+	db := startReplicaDaemon(t, stack, b, proxy.URL(), repairOn)
 	daemons := []*Daemon{da, db}
 	figures := map[string]string{}
 

@@ -262,7 +262,13 @@ func TestReplicaLanes(t *testing.T) {
 		}
 		each(registry.KindEngine, "object/rt_sql_note", reconcile.ActionCreate)
 		d := waitBoth(t, "serves rt_sql_note", nodes, func(n *Node) bool { return served(t, n, "rt_sql_note") })
-		waitEach(registry.KindEngine, "object/rt_sql_note", registry.ReplicaInSync)
+		// Registered, but no node created its table: unservable (these
+		// sidecars have no catalog; the data API's 500 tells).
+		for _, st := range waitEach(registry.KindEngine, "object/rt_sql_note", registry.ReplicaUnservable) {
+			if !strings.Contains(st.Error, "has no table") || !strings.Contains(st.Remedy, "PUT /api/v1/meta/object/rt_sql_note") {
+				t.Errorf("unservable without its cause and remedy: %+v", st)
+			}
+		}
 		msgs := tap.fromSidecars(replica.ChannelMetadata, `"rt_sql_note"`)
 		figures["object created: served by both after"] = d.Round(time.Millisecond).String()
 		figures["object created: messages (2 sidecars)"] = fmt.Sprint(msgs)
@@ -337,7 +343,7 @@ func TestReplicaLanes(t *testing.T) {
 		start := time.Now()
 		for _, name := range names {
 			waitBoth(t, "serves "+name, nodes, func(n *Node) bool { return served(t, n, name) })
-			waitEach(registry.KindEngine, "object/"+name, registry.ReplicaInSync)
+			waitEach(registry.KindEngine, "object/"+name, registry.ReplicaUnservable) // registered, no table
 		}
 		figures["50% loss: 5 objects served by both after"] = time.Since(start).Round(time.Millisecond).String()
 		figures["50% loss: PUBLISH lost / sent"] = fmt.Sprintf("%d / %d", proxy.Dropped.Load(), proxy.Published.Load())

@@ -147,7 +147,7 @@ func TestServableOnRealNodes(t *testing.T) {
 	}
 	da.Stop()
 	start = time.Now()
-	da = startReplicaDaemon(t, stack, a, bus)
+	da = startReplicaDaemon(t, stack, a, bus, repairOn)
 	daemons = []*Daemon{da, db}
 	for i, d := range daemons {
 		for _, key := range []string{"object/rt_sqlobj", "object/rt_project"} {
