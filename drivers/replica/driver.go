@@ -488,13 +488,17 @@ type plan struct {
 	tellFirst bool
 	attempts  int
 	failures  int
+	// unservable: the entry's last check found it unservable, and no
+	// change came since: a check again only watches its storage.
+	unservable bool
 }
 
 // step does one check (and publish, if need be) of an entry.
 func (d *Driver) step(ctx context.Context, e *entry) {
 	d.mu.Lock()
 	p := plan{ref: registry.Ref{Kind: e.kind, Key: e.key}, class: e.class, deleted: e.deleted, lanes: e.lanes,
-		gen: e.gen, coverFrom: e.coverFrom, lastSent: e.lastMessage, published: e.published, tellFirst: e.tellFirst, attempts: e.attempts, failures: e.failures}
+		gen: e.gen, coverFrom: e.coverFrom, lastSent: e.lastMessage, published: e.published, tellFirst: e.tellFirst, attempts: e.attempts, failures: e.failures,
+		unservable: e.status.State == registry.ReplicaUnservable}
 	d.mu.Unlock()
 
 	if !p.deleted && d.opts.Guarded != nil && d.opts.Guarded(p.ref.Kind, p.ref.Key) {
@@ -647,12 +651,28 @@ func (d *Driver) decide(ctx context.Context, p plan) outcome {
 	case unservable:
 		return d.unservable(ctx, p, out, now, detail)
 	case unseen:
-		// Looked at again with backoff: the loop tells the eviction (or
-		// its guard) once it reads the row gone.
+		// Served, but its row is unseen by the replica: a message would
+		// make it re-read no row and unregister the object. Looked at
+		// again with backoff: the loop tells the eviction (or guards it)
+		// once it reads the row gone.
 		out.failures++
 		out.due = now.Add(d.bo.Delay(out.failures))
 		out.status = registry.ReplicaStatus{State: registry.ReplicaNudged, Attempts: out.attempts, Error: detail}
+		if p.unservable {
+			out.status.State = registry.ReplicaUnservable
+		}
 		return out
+	case lacks:
+		if p.unservable {
+			// Registered and current when it was last checked, and no change
+			// came since: a row that vanished without one (the eviction
+			// guard holding its deletion) is not announced again, and a
+			// replica that lost it is not told without a change.
+			out.failures++
+			out.due = now.Add(d.bo.Delay(out.failures))
+			out.status = registry.ReplicaStatus{State: registry.ReplicaUnservable, Attempts: out.attempts, Error: detail}
+			return out
+		}
 	case unobservable:
 		if p.published {
 			out.status = registry.ReplicaStatus{State: registry.ReplicaUnverifiable, Attempts: out.attempts}

@@ -120,7 +120,7 @@ func TestUnseenRowIsNotNudged(t *testing.T) {
 	r.db.Delete("object", "task")
 	eventually(t, "the probe sees the row unseen (or the node dropped task)", func() bool {
 		st, _ := d.Status(registry.KindEngine, "object/task")
-		return st.Probe == "unseen" && st.State == registry.ReplicaNudged || !n.Registered("task")
+		return st.Probe == "unseen" && st.State == registry.ReplicaUnservable || !n.Registered("task")
 	})
 	if !n.Registered("task") {
 		t.Fatal("the node unregistered task: a message went out for a row it cannot see")

@@ -107,6 +107,25 @@ func TestUnservableAndRepair(t *testing.T) {
 	if n.Writes.Load() != 0 || n.Saves.Load() != 0 {
 		t.Fatalf("probes wrote: %d writes, %d saves", n.Writes.Load(), n.Saves.Load())
 	}
+	// A row that vanishes without a change told (the eviction guard holds
+	// its deletion): the checks of its storage announce nothing.
+	tp := r.tap(t)
+	r.db.Delete("object", "memo")
+	checks := func() float64 {
+		// Served, its row unseen by the replica (no overlay).
+		return testutil.ToFloat64(metric(t, a.reg, "reconciler_replica_verifications_total", "result", "unseen"))
+	}
+	c0 := checks()
+	proctest.Eventually(t, 30*time.Second, 20*time.Millisecond, "memo checked again twice", func() bool { return checks() >= c0+2 })
+	if st, _ := a.Status(registry.KindEngine, "object/memo"); st.State != registry.ReplicaUnservable {
+		t.Fatalf("memo after its row vanished: %+v", st)
+	}
+	for _, m := range tp.all() {
+		if strings.Contains(m.Raw, `"memo"`) {
+			t.Fatalf("a vanished row was announced: %s", m.Raw)
+		}
+	}
+	r.db.Put("object", "memo", object("title"))
 
 	before, _ := cat.MetadataNamed(context.Background(), "object", "task")
 	b := r.sidecar(t, n, "reconciler:b", func(o *replica.Options) {
