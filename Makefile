@@ -38,7 +38,7 @@ test: test-deps lint
 # scripts/objectstack/install.sh).
 test-objectstack:
 	scripts/test-deps.sh objectstack
-	scripts/with-postgres.sh $(GO) test -tags objectstack -count=1 -p 1 -timeout 15m -v ./e2e/objectstack/...
+	scripts/with-postgres.sh $(GO) test -tags objectstack -count=1 -p 1 -timeout 30m -v ./e2e/objectstack/...
 
 bench: build
 	scripts/with-postgres.sh scripts/bench.sh

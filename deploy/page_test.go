@@ -67,7 +67,7 @@ func TestStatusPageInChromium(t *testing.T) {
 	dom := string(chromium(t, "--dump-dom", url))
 	for _, want := range []string{
 		"reconciler <span class=\"mono\">demo</span>",
-		`<td class="mono">crm</td>`,
+		`<a href="/item?kind=connector&amp;key=crm">crm</a>`, // a not-ready entry links to its explanation
 		"refused upstream: 401",
 		`id="counts"`, `id="not-ready"`, `id="fleet"`,
 		"No replica is driven",
@@ -79,7 +79,7 @@ func TestStatusPageInChromium(t *testing.T) {
 	// The held connector's row carries its state and reason together.
 	row := ""
 	for _, tr := range strings.Split(dom, "<tr>") {
-		if strings.Contains(tr, `<td class="mono">crm</td>`) {
+		if strings.Contains(tr, `key=crm">crm</a></td>`) {
 			row = tr
 		}
 	}

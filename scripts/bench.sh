@@ -36,8 +36,12 @@ bin/reconciler-bench-lanes -out bench ${BENCH_LANES_FLAGS:-}
 # The idle poll's server CPU over SELECT 1 (bench/poll.md): pgbench, one
 # client per statement, both connection modes, on its own private cluster.
 (cd bench && go build -o ../bin/reconciler-bench-poll ./cmd/reconciler-bench-poll)
-# shellcheck disable=SC2086
-bin/reconciler-bench-poll -out bench -command "$cmd" ${BENCH_POLL_FLAGS:-}
+if command -v pgbench >/dev/null 2>&1; then
+  # shellcheck disable=SC2086
+  bin/reconciler-bench-poll -out bench -command "$cmd" ${BENCH_POLL_FLAGS:-}
+else
+  echo "bench: pgbench is missing (apt-get install postgresql-client): bench/poll.md not measured" >&2
+fi
 # The fleet at scale (bench/scale.md): 1–1,000 reconcilers polling one
 # primary directly, through PgBouncer (transaction mode) and reading a hot
 # standby. It starts its own clusters and PgBouncer; Debian's pgbouncer is

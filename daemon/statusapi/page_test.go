@@ -75,7 +75,7 @@ func TestPageRendersAndEscapes(t *testing.T) {
 		"restart &lt;the&gt; replica", // the replica's remedy
 		"states.stale", "r2&lt;script&gt;", "stale</span>",
 		"replica id shared with h4 pid &lt;script&gt;", // two processes writing r3's heartbeat
-		"refused: replica r2&lt;script&gt;", // the restart, a peer's id escaped
+		"refused: replica r2&lt;script&gt;",            // the restart, a peer's id escaped
 	} {
 		if !strings.Contains(body, want) {
 			t.Errorf("page lacks %q", want)
