@@ -24,6 +24,7 @@ type daemon struct {
 	dir   string
 	cfg   map[string]any // nested config, written as config.yaml
 	env   []string
+	bin   string // the binary to run ("": the suite's)
 	token string
 	log   *proctest.Buffer
 
@@ -108,7 +109,11 @@ func (d *daemon) start() {
 	}
 	fmt.Fprintf(d.log, "{\"chaos\":\"start %s\"}\n", d.id)
 	from := d.log.Len()
-	cmd := exec.Command(binary, "run", "--config", "config.yaml")
+	bin := binary
+	if d.bin != "" {
+		bin = d.bin
+	}
+	cmd := exec.Command(bin, "run", "--config", "config.yaml")
 	cmd.Dir = d.dir
 	cmd.Env = append(proctest.CleanEnv(), d.env...)
 	cmd.Stdout, cmd.Stderr = d.log, d.log

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/objectstack-fleet/reconciler/internal/proctest"
 	"github.com/objectstack-fleet/reconciler/snapshot/snapshottest"
 )
 
@@ -47,8 +48,20 @@ func TestChaosMemory(t *testing.T) {
 	// As shipped: the collector keeps the heap under the container's limit
 	// (deploy/kubernetes/base sets GOMEMLIMIT from limits.memory).
 	shipped := []string{fmt.Sprintf("GOMEMLIMIT=%dMiB", shippedLimitMiB)}
+	// The shipped binary, not the suite's: under -race the race runtime's
+	// shadow memory would be measured (a -race daemon peaks near 700 MiB
+	// here), and the race detector has nothing to find in a memory bound.
+	plain := binary
+	if proctest.Race() {
+		b, cleanup, err := proctest.BuildPlainReconciler("../cmd/reconciler", "chaos")
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(cleanup)
+		plain = b
+	}
 	d := r.newDaemon("memory", withApp(pgURL, "chaos-memory"), set("drift.schedule", ""))
-	d.env = shipped
+	d.env, d.bin = shipped, plain
 	d.start()
 	r.converge(pgURL, d)
 	hwm := func(dd *daemon) float64 { return vmHWM(t, dd.pid()) }
@@ -80,7 +93,7 @@ FROM generate_series(1, $2::int) i`, size, rows)
 	}
 	full := hwm(d)
 	cold := r.newDaemon("memory-cold", withApp(pgURL, "chaos-memory-cold"), set("drift.schedule", ""))
-	cold.env = shipped
+	cold.env, cold.bin = shipped, plain
 	cold.start()
 	waitSettled(t, cold, "the cold start applied the large objects", rows,
 		func(it item) bool { return it.Kind == "engine" && strings.HasPrefix(it.Key, "object/big") },
@@ -97,7 +110,7 @@ FROM generate_series(1, $2::int) i`, size, rows)
 	execSQL(t, pgURL, `DELETE FROM sys_metadata WHERE id LIKE 'object:big%'`)
 	results.wrote(rows)
 	d = r.newDaemon("memory-specs", withApp(pgURL, "chaos-memory-specs"), set("drift.schedule", ""))
-	d.env = shipped
+	d.env, d.bin = shipped, plain
 	d.start()
 	spec := `{"openapi":"3.0.3","info":{"title":"x"},"paths":{},"x-pad":"` + strings.Repeat("y", 8<<20-200) + `"}`
 	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { _, _ = w.Write([]byte(spec)) }))

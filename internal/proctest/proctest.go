@@ -21,13 +21,26 @@ import (
 // binary's path and a function removing it. For TestMain. Under -race the
 // binary is built with -race as well.
 func BuildReconciler(pkgDir, version string) (string, func(), error) {
+	return build(pkgDir, version, raceEnabled)
+}
+
+// BuildPlainReconciler is BuildReconciler without -race, for a test that
+// measures the process as shipped (the race runtime multiplies its memory).
+func BuildPlainReconciler(pkgDir, version string) (string, func(), error) {
+	return build(pkgDir, version, false)
+}
+
+// Race reports whether the tests run with -race.
+func Race() bool { return raceEnabled }
+
+func build(pkgDir, version string, race bool) (string, func(), error) {
 	dir, err := os.MkdirTemp("", "reconciler-bin-")
 	if err != nil {
 		return "", nil, err
 	}
 	bin := filepath.Join(dir, "reconciler")
 	args := []string{"build", "-ldflags", "-X main.versionOverride=" + version, "-o", bin}
-	if raceEnabled {
+	if race {
 		args = append(args, "-race")
 	}
 	out, err := exec.Command("go", append(args, pkgDir)...).CombinedOutput()
