@@ -58,16 +58,11 @@ func runFleet(ctx context.Context, c *cli, fs *pflag.FlagSet) error {
 	if err != nil {
 		return err
 	}
-	store, err := snapshot.Open(cfg.StoreURL, snapshot.OpenOptions{})
+	store, ctx, done, err := readStore(ctx, cfg, "read fleet")
 	if err != nil {
-		return fmt.Errorf("open store: %w", err)
+		return err
 	}
-	defer store.Close()
-	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-	defer cancel()
-	if err := store.CheckSchema(ctx); err != nil {
-		return fmt.Errorf("read fleet: %w", err)
-	}
+	defer done()
 	head, err := store.Head(ctx)
 	if err != nil {
 		return fmt.Errorf("read store head: %w", err)

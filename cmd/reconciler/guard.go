@@ -119,16 +119,11 @@ func guardStore(ctx context.Context, c *cli, fs *pflag.FlagSet, release, asJSON 
 	if err != nil {
 		return err
 	}
-	store, err := snapshot.Open(cfg.StoreURL, snapshot.OpenOptions{})
+	store, ctx, done, err := readStore(ctx, cfg, "read the guard")
 	if err != nil {
-		return fmt.Errorf("open store: %w", err)
+		return err
 	}
-	defer store.Close()
-	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-	defer cancel()
-	if err := store.CheckSchema(ctx); err != nil {
-		return fmt.Errorf("read the guard: %w", err)
-	}
+	defer done()
 	pending, err := store.Guards(ctx)
 	if err != nil {
 		return err
