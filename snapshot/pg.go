@@ -22,6 +22,7 @@ import (
 
 	"github.com/objectstack-fleet/reconciler/internal/backoff"
 	"github.com/objectstack-fleet/reconciler/internal/redact"
+	"github.com/objectstack-fleet/reconciler/secret"
 )
 
 // PG is the PostgreSQL store. Its cursor is a pg_snapshot: the xid bounds
@@ -606,7 +607,7 @@ func queueCredentials(b *pgx.Batch, rows *Rows, query string, args ...any) {
 			var v *string
 			err := r.Scan(&c.Ref, &v, &c.Revision, &c.UpdatedAt)
 			if v != nil {
-				c.Value = NewSecret(*v)
+				c.Value = secret.New(*v)
 			} else {
 				c.Cleared = true
 			}

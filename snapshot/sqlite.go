@@ -15,6 +15,8 @@ import (
 
 	"modernc.org/sqlite"
 	sqlite3 "modernc.org/sqlite/lib"
+
+	"github.com/objectstack-fleet/reconciler/secret"
 )
 
 // SQLite is the embedded store (pure Go, no cgo). One writer at a time
@@ -405,7 +407,7 @@ func scanSQLiteCredential(r *sql.Rows) (CredentialRow, error) {
 	var c CredentialRow
 	var ref, v, at sql.NullString
 	err := r.Scan(&ref, &v, &c.Revision, &at)
-	c.Ref, c.Value, c.Cleared, c.UpdatedAt = ref.String, NewSecret(v.String), !v.Valid, parseSQLiteTime(at.String)
+	c.Ref, c.Value, c.Cleared, c.UpdatedAt = ref.String, secret.New(v.String), !v.Valid, parseSQLiteTime(at.String)
 	return c, err
 }
 
