@@ -47,8 +47,10 @@ type PG struct {
 }
 
 var (
-	_ Store  = (*PG)(nil)
-	_ Hinter = (*PG)(nil)
+	_ Store            = (*PG)(nil)
+	_ Hinter           = (*PG)(nil)
+	_ Catalog          = (*PG)(nil)
+	_ CredentialOwners = (*PG)(nil)
 )
 
 //go:embed migrations/postgres
@@ -99,29 +101,29 @@ func newPG(rawURL string, opts OpenOptions, tweak func(*pgxpool.Config)) (*PG, e
 	if err != nil {
 		return nil, err
 	}
-	p := &PG{pool: pool, url: redact.URL(rawURL), pw: urlPassword(rawURL), log: logger(opts),
-		selMetadata:    selectBody(pgSelectMetadata, "octet_length(m.metadata)", opts.MaxBodyBytes, opts.MaxTotalBytes),
-		relistMetadata: selectBody(pgRelistMetadata, "octet_length(m.metadata)", opts.MaxBodyBytes, opts.MaxTotalBytes)}
+	p := &PG{pool: pool, url: redact.URL(rawURL), pw: redact.URLSecrets(rawURL), log: opts.Log(),
+		selMetadata:    SelectBody(pgSelectMetadata, "octet_length(m.metadata)", opts.MaxBodyBytes, opts.MaxTotalBytes),
+		relistMetadata: SelectBody(pgRelistMetadata, "octet_length(m.metadata)", opts.MaxBodyBytes, opts.MaxTotalBytes)}
 	if opts.ReadURL != "" {
 		read, err := newPool(opts.ReadURL, opts, tweak)
 		if err != nil {
 			pool.Close()
 			return nil, err
 		}
-		p.standby = &standby{pool: read, url: redact.URL(opts.ReadURL), pw: urlPassword(opts.ReadURL)}
+		p.standby = &standby{pool: read, url: redact.URL(opts.ReadURL), pw: redact.URLSecrets(opts.ReadURL)}
 	}
 	return p, nil
 }
 
 // newPool builds one pool with the store's connection settings.
 func newPool(rawURL string, opts OpenOptions, tweak func(*pgxpool.Config)) (*pgxpool.Pool, error) {
-	pw := urlPassword(rawURL)
+	pw := redact.URLSecrets(rawURL)
 	if _, err := url.Parse(rawURL); err != nil {
-		return nil, badURL(rawURL, scrub(unwrapURLError(err), pw))
+		return nil, BadURL(rawURL, redact.Secrets(unwrapURLError(err), pw...))
 	}
 	cfg, err := pgxpool.ParseConfig(rawURL)
 	if err != nil {
-		return nil, badURL(rawURL, scrub(err.Error(), pw))
+		return nil, BadURL(rawURL, redact.Secrets(err.Error(), pw...))
 	}
 	cfg.MaxConns = 4
 	if opts.MaxConns > 0 {
@@ -141,16 +143,9 @@ func newPool(rawURL string, opts OpenOptions, tweak func(*pgxpool.Config)) (*pgx
 	}
 	pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
 	if err != nil {
-		return nil, badURL(rawURL, scrub(err.Error(), pw))
+		return nil, BadURL(rawURL, redact.Secrets(err.Error(), pw...))
 	}
 	return pool, nil
-}
-
-func logger(opts OpenOptions) *slog.Logger {
-	if opts.Logger != nil {
-		return opts.Logger
-	}
-	return slog.New(slog.DiscardHandler)
 }
 
 func unwrapURLError(err error) string {
@@ -178,32 +173,32 @@ func (p *PG) interpretError(op string, err error) error {
 	if err == nil {
 		return nil
 	}
-	e := &storeError{op: op, url: p.url, msg: scrub(err.Error(), p.pw)}
+	e := &StoreError{Op: op, URL: p.url, Msg: redact.Secrets(err.Error(), p.pw...)}
 	var pgErr *pgconn.PgError
 	var connErr *pgconn.ConnectError
 	var netErr net.Error
 	switch {
 	case errors.As(err, &pgErr):
-		e.msg = scrub(fmt.Sprintf("%s (SQLSTATE %s)", pgErr.Message, pgErr.Code), p.pw)
+		e.Msg = redact.Secrets(fmt.Sprintf("%s (SQLSTATE %s)", pgErr.Message, pgErr.Code), p.pw...)
 		switch code := pgErr.Code; {
 		case code == pgerrcode.UndefinedTable, code == pgerrcode.UndefinedFunction,
 			code == pgerrcode.UndefinedColumn, code == pgerrcode.InvalidSchemaName:
-			e.sentinel = ErrSchema
-			e.msg += ": run `reconciler migrate`"
+			e.Sentinel = ErrSchema
+			e.Msg += ": run `reconciler migrate`"
 		case pgerrcode.IsConnectionException(code), pgerrcode.IsInvalidAuthorizationSpecification(code),
 			pgerrcode.IsInsufficientResources(code), code == pgerrcode.InvalidCatalogName,
 			code == pgerrcode.AdminShutdown, code == pgerrcode.CrashShutdown, code == pgerrcode.CannotConnectNow,
 			code == pgerrcode.DatabaseDropped, code == pgerrcode.IdleSessionTimeout:
-			e.sentinel = ErrUnavailable
+			e.Sentinel = ErrUnavailable
 		}
 	case errors.Is(err, context.Canceled):
-		e.ctxErr = context.Canceled
+		e.Cause = context.Canceled
 	case errors.Is(err, context.DeadlineExceeded):
-		e.sentinel, e.ctxErr = ErrUnavailable, context.DeadlineExceeded
+		e.Sentinel, e.Cause = ErrUnavailable, context.DeadlineExceeded
 	case errors.As(err, &connErr), errors.As(err, &netErr), errors.Is(err, io.EOF),
 		errors.Is(err, io.ErrUnexpectedEOF), errors.Is(err, net.ErrClosed),
 		pgconn.SafeToRetry(err), strings.Contains(err.Error(), "closed pool"):
-		e.sentinel = ErrUnavailable
+		e.Sentinel = ErrUnavailable
 	}
 	return e
 }
@@ -451,7 +446,7 @@ FROM sys_metadata m LEFT JOIN (SELECT DISTINCT ON (key) key, revision, updated_a
   WHERE source = 'sys_metadata' ORDER BY key) r ON r.key = m.id
 WHERE m.state = 'active' ORDER BY m.id`
 	pgSelectSecret = `SELECT s.id, s.namespace, s.key, s.kms_key_id, s.alg,
-  CASE WHEN octet_length(s.ciphertext) > ` + maxCiphertextSQL + ` THEN '!' || octet_length(s.ciphertext) ELSE s.ciphertext END,
+  CASE WHEN octet_length(s.ciphertext) > ` + MaxCiphertextSQL + ` THEN '!' || octet_length(s.ciphertext) ELSE s.ciphertext END,
   s.organization_id, s.version,
   coalesce(r.revision, 0), coalesce(r.updated_at, s.updated_at)
 FROM sys_secret s LEFT JOIN sys_reconciler_revision r ON r.source = 'sys_secret' AND r.key = s.id`
@@ -579,7 +574,7 @@ func queueSecrets(b *pgx.Batch, rows *Rows, query string, args ...any) {
 			)
 			err := r.Scan(&s.ID, &ns, &key, &kms, &alg, &ciphertext, &org, &version, &s.Revision, &at)
 			s.Namespace, s.Key, s.KMSKeyID, s.Alg, s.OrganizationID = str(ns), str(key), str(kms), str(alg), str(org)
-			s.Ciphertext, s.Withheld = ciphertextOf(str(ciphertext))
+			s.Ciphertext, s.Withheld = CiphertextOf(str(ciphertext))
 			s.Version, s.UpdatedAt = real4(version), timeOf(at)
 			return s, err
 		})
@@ -745,7 +740,7 @@ ON CONFLICT (replica_id) DO UPDATE SET host = EXCLUDED.host, pid = EXCLUDED.pid,
   clash_at = CASE WHEN `+pgClash+` THEN now() ELSE o.clash_at END
 RETURNING clash, clash_at IS NOT DISTINCT FROM now()`,
 		r.ReplicaID, r.Host, r.PID, r.Version, nullTime(r.StartedAt), nullTime(r.HeartbeatAt), r.Cursor, r.CursorSeq,
-		nullTime(r.CursorAt), countsJSON(r.Counts), r.Stopped, r.LastError, nodeJSON(r.Node), r.ConvergedRevision,
+		nullTime(r.CursorAt), countsJSON(r.Counts), r.Stopped, r.LastError, NodeJSON(r.Node), r.ConvergedRevision,
 		nullTime(r.ConvergedAt), r.HeadRevision).Scan(&clash, &clashNow)
 	if err != nil {
 		return "", p.interpretError("heartbeat", err)
@@ -777,7 +772,7 @@ FROM sys_reconciler_replica o ORDER BY replica_id`)
 		err := r.Scan(&rep.ReplicaID, &rep.Host, &rep.PID, &rep.Version, &rep.StartedAt, &rep.HeartbeatAt, &rep.Cursor,
 			&rep.CursorSeq, &cursorAt, &counts, &rep.Stopped, &rep.LastError, &rep.Clash, &clashAt, &node,
 			&rep.ConvergedRevision, &convAt, &rep.HeadRevision, &unserved)
-		rep.Node = parseNode(node)
+		rep.Node = ParseNode(node)
 		rep.ConvergedAt, rep.UnservedSince = timeOf(convAt), timeOf(unserved)
 		if cursorAt != nil {
 			rep.CursorAt = *cursorAt
@@ -785,7 +780,7 @@ FROM sys_reconciler_replica o ORDER BY replica_id`)
 		if clashAt != nil {
 			rep.ClashAt = *clashAt
 		}
-		rep.Counts = decodeCounts(counts)
+		rep.Counts = DecodeCounts(counts)
 		return rep, err
 	})
 	if err != nil {
@@ -848,7 +843,7 @@ func (p *PG) listenOnce(ctx context.Context, cfg *pgx.ConnConfig, wake, connecte
 // AcquireLease implements Leaser: one upsert, so concurrent callers race
 // on the row and exactly one wins.
 func (p *PG) AcquireLease(ctx context.Context, name, holder string, ttl time.Duration) (Lease, error) {
-	if err := validLease(name, holder, ttl); err != nil {
+	if err := CheckLease(name, holder, ttl); err != nil {
 		return Lease{}, err
 	}
 	l := Lease{Name: name}
@@ -875,7 +870,7 @@ RETURNING holder, token, acquired_at, expires_at`, name, holder, ttl.Seconds()).
 
 // RenewLease implements Leaser.
 func (p *PG) RenewLease(ctx context.Context, l Lease, ttl time.Duration) (Lease, error) {
-	if err := validLease(l.Name, l.Holder, ttl); err != nil {
+	if err := CheckLease(l.Name, l.Holder, ttl); err != nil {
 		return Lease{}, err
 	}
 	err := p.pool.QueryRow(ctx, `UPDATE sys_reconciler_lease SET expires_at = clock_timestamp() + make_interval(secs => $4)

@@ -235,7 +235,7 @@ func TestReadPlanUsesIndexes(t *testing.T) {
 		}
 	}
 	for _, c := range []struct{ query, key string }{
-		{selectBody(pgSelectMetadata, "octet_length(m.metadata)", 1<<20, 64<<20) + " WHERE m.id = ANY($1) ORDER BY m.id", "m"},
+		{SelectBody(pgSelectMetadata, "octet_length(m.metadata)", 1<<20, 64<<20) + " WHERE m.id = ANY($1) ORDER BY m.id", "m"},
 		{pgSelectSecret + " WHERE s.id = ANY($1) ORDER BY s.id", "s"},
 		{pgSelectCredential + " WHERE c.ref = ANY($1) ORDER BY c.ref", "c"},
 	} {

@@ -29,7 +29,11 @@ type SQLite struct {
 	selMetadata string
 }
 
-var _ Store = (*SQLite)(nil)
+var (
+	_ Store            = (*SQLite)(nil)
+	_ Catalog          = (*SQLite)(nil)
+	_ CredentialOwners = (*SQLite)(nil)
+)
 
 //go:embed migrations/sqlite
 var sqliteMigrations embed.FS
@@ -73,17 +77,17 @@ const sqliteTime = "2006-01-02T15:04:05.000Z"
 func SQLitePath(rawURL string) (string, error) {
 	rest, ok := strings.CutPrefix(rawURL, "sqlite://")
 	if !ok {
-		return "", badURL(rawURL, "not a sqlite:// url")
+		return "", BadURL(rawURL, "not a sqlite:// url")
 	}
 	if i := strings.IndexAny(rest, "?#"); i >= 0 {
-		return "", badURL(rawURL, "sqlite urls take no query or fragment")
+		return "", BadURL(rawURL, "sqlite urls take no query or fragment")
 	}
 	p, err := url.PathUnescape(rest)
 	if err != nil {
-		return "", badURL(rawURL, err.Error())
+		return "", BadURL(rawURL, err.Error())
 	}
 	if p == "" || p == "/" {
-		return "", badURL(rawURL, "missing database file path (want sqlite://rel/path.db or sqlite:///abs/path.db)")
+		return "", BadURL(rawURL, "missing database file path (want sqlite://rel/path.db or sqlite:///abs/path.db)")
 	}
 	return p, nil
 }
@@ -97,12 +101,12 @@ func newSQLite(rawURL string, opts OpenOptions) (*SQLite, error) {
 		"?_pragma=busy_timeout(30000)&_pragma=journal_mode(WAL)&_pragma=synchronous(NORMAL)"
 	db, err := sql.Open("sqlite", dsn) // no I/O until first use
 	if err != nil {
-		return nil, badURL(rawURL, err.Error())
+		return nil, BadURL(rawURL, err.Error())
 	}
 	db.SetMaxOpenConns(8)
 	db.SetMaxIdleConns(4)
-	return &SQLite{db: db, path: p, url: rawURL, log: logger(opts),
-		selMetadata: selectBody(sqSelectMetadata, "length(CAST(m.metadata AS BLOB))", opts.MaxBodyBytes, opts.MaxTotalBytes)}, nil
+	return &SQLite{db: db, path: p, url: rawURL, log: opts.Log(),
+		selMetadata: SelectBody(sqSelectMetadata, "length(CAST(m.metadata AS BLOB))", opts.MaxBodyBytes, opts.MaxTotalBytes)}, nil
 }
 
 // Kind implements Store.
@@ -117,28 +121,28 @@ func (s *SQLite) interpretError(op string, err error) error {
 	if err == nil {
 		return nil
 	}
-	e := &storeError{op: op, url: s.url, msg: err.Error()}
+	e := &StoreError{Op: op, URL: s.url, Msg: err.Error()}
 	var se *sqlite.Error
 	switch {
 	case errors.Is(err, context.Canceled):
-		e.ctxErr = context.Canceled
+		e.Cause = context.Canceled
 	case errors.Is(err, context.DeadlineExceeded):
-		e.sentinel, e.ctxErr = ErrUnavailable, context.DeadlineExceeded
+		e.Sentinel, e.Cause = ErrUnavailable, context.DeadlineExceeded
 	case errors.As(err, &se):
 		msg := se.Error()
 		switch se.Code() & 0xff {
 		case sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED, sqlite3.SQLITE_CANTOPEN, sqlite3.SQLITE_IOERR,
 			sqlite3.SQLITE_READONLY, sqlite3.SQLITE_FULL, sqlite3.SQLITE_NOTADB, sqlite3.SQLITE_CORRUPT,
 			sqlite3.SQLITE_PERM, sqlite3.SQLITE_AUTH:
-			e.sentinel = ErrUnavailable
+			e.Sentinel = ErrUnavailable
 		default:
 			if strings.Contains(msg, "no such table") || strings.Contains(msg, "no such column") {
-				e.sentinel = ErrSchema
-				e.msg += ": run `reconciler migrate`"
+				e.Sentinel = ErrSchema
+				e.Msg += ": run `reconciler migrate`"
 			}
 		}
 	case errors.Is(err, sql.ErrConnDone), strings.Contains(err.Error(), "database is closed"):
-		e.sentinel = ErrUnavailable
+		e.Sentinel = ErrUnavailable
 	}
 	return e
 }
@@ -326,7 +330,7 @@ const (
   m.checksum, coalesce(r.revision, 0), coalesce(r.updated_at, m.updated_at), %[2]s
 FROM sys_metadata m LEFT JOIN sys_reconciler_revision r ON r.source = 'sys_metadata' AND r.key = m.id`
 	sqSelectSecret = `SELECT s.id, s.namespace, s.key, s.kms_key_id, s.alg,
-  CASE WHEN length(CAST(s.ciphertext AS BLOB)) > ` + maxCiphertextSQL + ` THEN '!' || length(CAST(s.ciphertext AS BLOB)) ELSE s.ciphertext END,
+  CASE WHEN length(CAST(s.ciphertext AS BLOB)) > ` + MaxCiphertextSQL + ` THEN '!' || length(CAST(s.ciphertext AS BLOB)) ELSE s.ciphertext END,
   s.organization_id, s.version,
   coalesce(r.revision, 0), coalesce(r.updated_at, s.updated_at)
 FROM sys_secret s LEFT JOIN sys_reconciler_revision r ON r.source = 'sys_secret' AND r.key = s.id`
@@ -400,7 +404,7 @@ func scanSQLiteSecret(r *sql.Rows) (SecretRow, error) {
 	)
 	err := r.Scan(&id, &ns, &key, &kms, &alg, &ciphertext, &org, &version, &s.Revision, &at)
 	s.ID, s.Namespace, s.Key, s.KMSKeyID, s.Alg = id.String, ns.String, key.String, kms.String, alg.String
-	s.Ciphertext, s.Withheld = ciphertextOf(ciphertext.String)
+	s.Ciphertext, s.Withheld = CiphertextOf(ciphertext.String)
 	s.OrganizationID = org.String
 	s.Version, s.UpdatedAt = sqliteFloat(version), parseSQLiteTime(at.String)
 	return s, err
@@ -582,7 +586,7 @@ ON CONFLICT (replica_id) DO UPDATE SET host = excluded.host, pid = excluded.pid,
   clash_at = CASE WHEN `+sqliteClash+` THEN `+sqliteNow+` ELSE o.clash_at END
 RETURNING clash, coalesce(clash_at = `+sqliteNow+`, 0)`,
 		r.ReplicaID, r.Host, r.PID, r.Version, sqliteTimeArg(r.StartedAt), sqliteTimeArg(r.HeartbeatAt), r.Cursor, r.CursorSeq,
-		sqliteTimeArg(r.CursorAt), countsJSON(r.Counts), r.Stopped, r.LastError, nodeJSON(r.Node), r.ConvergedRevision,
+		sqliteTimeArg(r.CursorAt), countsJSON(r.Counts), r.Stopped, r.LastError, NodeJSON(r.Node), r.ConvergedRevision,
 		sqliteTimeArg(r.ConvergedAt), r.HeadRevision).Scan(&clash, &clashNow)
 	if err != nil {
 		return "", s.interpretError("heartbeat", err)
@@ -613,7 +617,7 @@ FROM sys_reconciler_replica o ORDER BY replica_id`, nil, func(r *sql.Rows) (Repl
 		if err != nil {
 			return rep, err
 		}
-		rep.Node = parseNode(node)
+		rep.Node = ParseNode(node)
 		rep.StartedAt, rep.HeartbeatAt = parseSQLiteTime(started), parseSQLiteTime(hb)
 		if cursorAt.Valid {
 			rep.CursorAt = parseSQLiteTime(cursorAt.String)
@@ -627,7 +631,7 @@ FROM sys_reconciler_replica o ORDER BY replica_id`, nil, func(r *sql.Rows) (Repl
 		if unserved.Valid {
 			rep.UnservedSince = parseSQLiteTime(unserved.String)
 		}
-		rep.Counts = decodeCounts(counts)
+		rep.Counts = DecodeCounts(counts)
 		return rep, nil
 	})
 	if err != nil {
@@ -655,7 +659,7 @@ func sqliteLater(n int) string {
 
 // AcquireLease implements Leaser: one upsert in a write transaction.
 func (s *SQLite) AcquireLease(ctx context.Context, name, holder string, ttl time.Duration) (Lease, error) {
-	if err := validLease(name, holder, ttl); err != nil {
+	if err := CheckLease(name, holder, ttl); err != nil {
 		return Lease{}, err
 	}
 	l := Lease{Name: name}
@@ -684,7 +688,7 @@ RETURNING holder, token, acquired_at, expires_at`, name, holder, ttl.Seconds()).
 
 // RenewLease implements Leaser.
 func (s *SQLite) RenewLease(ctx context.Context, l Lease, ttl time.Duration) (Lease, error) {
-	if err := validLease(l.Name, l.Holder, ttl); err != nil {
+	if err := CheckLease(l.Name, l.Holder, ttl); err != nil {
 		return Lease{}, err
 	}
 	var exp string
