@@ -23,6 +23,7 @@ import (
 	"github.com/objectstack-fleet/reconciler/reconcile"
 	"github.com/objectstack-fleet/reconciler/registry"
 	"github.com/objectstack-fleet/reconciler/snapshot"
+	_ "github.com/objectstack-fleet/reconciler/snapshot/backends" // the stores store.url can name
 )
 
 // Options configure a Daemon.

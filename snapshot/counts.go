@@ -20,3 +20,13 @@ func DecodeCounts(s string) map[string]int64 {
 	}
 	return out
 }
+
+// EncodeCounts is a heartbeat row's counts column: a JSON object ("{}"
+// for none), the form DecodeCounts reads.
+func EncodeCounts(c map[string]int64) string {
+	if c == nil {
+		return "{}"
+	}
+	b, _ := json.Marshal(c)
+	return string(b)
+}

@@ -1,4 +1,4 @@
-package snapshot
+package sqlite
 
 import (
 	"context"
@@ -6,7 +6,7 @@ import (
 )
 
 // CredentialOwners implements CredentialOwners.
-func (s *SQLite) CredentialOwners(ctx context.Context) (map[string]string, error) {
+func (s *Store) CredentialOwners(ctx context.Context) (map[string]string, error) {
 	type binding struct{ ref, org string }
 	got, err := sqliteSelect(ctx, s.db, "SELECT ref, organization_id FROM sys_reconciler_credential_owner", nil,
 		func(r *sql.Rows) (b binding, err error) { return b, r.Scan(&b.ref, &b.org) })
@@ -21,7 +21,7 @@ func (s *SQLite) CredentialOwners(ctx context.Context) (map[string]string, error
 }
 
 // BindCredential implements CredentialOwners.
-func (s *SQLite) BindCredential(ctx context.Context, ref, org string) (string, error) {
+func (s *Store) BindCredential(ctx context.Context, ref, org string) (string, error) {
 	var owner string
 	err := s.writeTx(ctx, func(c *sql.Conn) error {
 		if _, err := c.ExecContext(ctx, `INSERT INTO sys_reconciler_credential_owner (ref, organization_id) VALUES (?, ?)
@@ -37,7 +37,7 @@ ON CONFLICT (ref) DO NOTHING`, ref, org); err != nil {
 }
 
 // UnbindCredential implements CredentialOwners.
-func (s *SQLite) UnbindCredential(ctx context.Context, ref, org string) error {
+func (s *Store) UnbindCredential(ctx context.Context, ref, org string) error {
 	_, err := s.db.ExecContext(ctx, "DELETE FROM sys_reconciler_credential_owner WHERE ref = ? AND organization_id = ?", ref, org)
 	return s.interpretError("unbind credential", err)
 }

@@ -1,13 +1,15 @@
-package snapshot
+package sqlite
 
 import (
 	"context"
 	"database/sql"
+
+	"github.com/objectstack-fleet/reconciler/snapshot"
 )
 
 // SyncGuard implements reconcile.GuardStore.
-func (s *SQLite) SyncGuard(ctx context.Context, replica string, keep []GuardRecord) ([]GuardRecord, error) {
-	var out []GuardRecord
+func (s *Store) SyncGuard(ctx context.Context, replica string, keep []snapshot.GuardRecord) ([]snapshot.GuardRecord, error) {
+	var out []snapshot.GuardRecord
 	err := s.writeTx(ctx, func(c *sql.Conn) error {
 		have, err := sqliteSelect(ctx, c, sqSelectGuard+" WHERE replica_id = ?1", []any{replica}, scanSQLiteGuard)
 		if err != nil {
@@ -43,8 +45,8 @@ ON CONFLICT (replica_id, kind, key) DO NOTHING`, replica, r.Kind, r.Key, r.Revis
 
 const sqSelectGuard = `SELECT replica_id, kind, key, revision, reason, after_release, guarded_at FROM sys_reconciler_guard`
 
-func scanSQLiteGuard(r *sql.Rows) (GuardRecord, error) {
-	var g GuardRecord
+func scanSQLiteGuard(r *sql.Rows) (snapshot.GuardRecord, error) {
+	var g snapshot.GuardRecord
 	var at string
 	err := r.Scan(&g.ReplicaID, &g.Kind, &g.Key, &g.Revision, &g.Reason, &g.After, &at)
 	g.GuardedAt = parseSQLiteTime(at)
@@ -52,25 +54,25 @@ func scanSQLiteGuard(r *sql.Rows) (GuardRecord, error) {
 }
 
 // LoadGuard implements reconcile.GuardStore.
-func (s *SQLite) LoadGuard(ctx context.Context, replica string) ([]GuardRecord, error) {
+func (s *Store) LoadGuard(ctx context.Context, replica string) ([]snapshot.GuardRecord, error) {
 	out, err := sqliteSelect(ctx, s.db, sqSelectGuard+" WHERE replica_id = ?1 ORDER BY kind, key", []any{replica}, scanSQLiteGuard)
 	return out, s.interpretError("read the pending guard", err)
 }
 
 // Guards returns every replica's pending guarded evictions.
-func (s *SQLite) Guards(ctx context.Context) ([]GuardRecord, error) {
+func (s *Store) Guards(ctx context.Context) ([]snapshot.GuardRecord, error) {
 	out, err := sqliteSelect(ctx, s.db, sqSelectGuard+" ORDER BY replica_id, kind, key", nil, scanSQLiteGuard)
 	return out, s.interpretError("read the pending guards", err)
 }
 
 // LatestRelease implements reconcile.GuardStore.
-func (s *SQLite) LatestRelease(ctx context.Context) (GuardRelease, error) {
-	var r GuardRelease
+func (s *Store) LatestRelease(ctx context.Context) (snapshot.GuardRelease, error) {
+	var r snapshot.GuardRelease
 	var at string
 	err := s.db.QueryRowContext(ctx, `SELECT id, released_at, released_by FROM sys_reconciler_guard_release ORDER BY id DESC LIMIT 1`).
 		Scan(&r.ID, &at, &r.By)
 	if err == sql.ErrNoRows {
-		return GuardRelease{}, nil
+		return snapshot.GuardRelease{}, nil
 	}
 	r.At = parseSQLiteTime(at)
 	return r, s.interpretError("read the latest guard release", err)
@@ -78,8 +80,8 @@ func (s *SQLite) LatestRelease(ctx context.Context) (GuardRelease, error) {
 
 // ReleaseGuard records a release of the fleet's guarded evictions: every
 // sidecar applies the evictions it guarded before it, within a poll.
-func (s *SQLite) ReleaseGuard(ctx context.Context, by string) (GuardRelease, error) {
-	var r GuardRelease
+func (s *Store) ReleaseGuard(ctx context.Context, by string) (snapshot.GuardRelease, error) {
+	var r snapshot.GuardRelease
 	var at string
 	err := s.writeTx(ctx, func(c *sql.Conn) error {
 		return c.QueryRowContext(ctx, `INSERT INTO sys_reconciler_guard_release (released_by) VALUES (?1) RETURNING id, released_at, released_by`, by).

@@ -1,4 +1,4 @@
-package snapshot
+package postgres
 
 import (
 	"context"
@@ -8,7 +8,7 @@ import (
 )
 
 // CredentialOwners implements CredentialOwners.
-func (p *PG) CredentialOwners(ctx context.Context) (map[string]string, error) {
+func (p *Store) CredentialOwners(ctx context.Context) (map[string]string, error) {
 	rows, err := p.pool.Query(ctx, "SELECT ref, organization_id FROM sys_reconciler_credential_owner")
 	if err != nil {
 		return nil, p.interpretError("read credential owners", err)
@@ -23,7 +23,7 @@ func (p *PG) CredentialOwners(ctx context.Context) (map[string]string, error) {
 }
 
 // BindCredential implements CredentialOwners.
-func (p *PG) BindCredential(ctx context.Context, ref, org string) (string, error) {
+func (p *Store) BindCredential(ctx context.Context, ref, org string) (string, error) {
 	// Racing another sidecar's insert, the statement's snapshot may see
 	// neither row: the second try sees the committed one.
 	var owner string
@@ -39,7 +39,7 @@ func (p *PG) BindCredential(ctx context.Context, ref, org string) (string, error
 	return owner, nil
 }
 
-func (p *PG) bindOnce(ctx context.Context, ref, org string) (string, error) {
+func (p *Store) bindOnce(ctx context.Context, ref, org string) (string, error) {
 	var owner string
 	err := p.pool.QueryRow(ctx, `WITH ins AS (
   INSERT INTO sys_reconciler_credential_owner (ref, organization_id) VALUES ($1, $2)
@@ -51,7 +51,7 @@ LIMIT 1`, ref, org).Scan(&owner)
 }
 
 // UnbindCredential implements CredentialOwners.
-func (p *PG) UnbindCredential(ctx context.Context, ref, org string) error {
+func (p *Store) UnbindCredential(ctx context.Context, ref, org string) error {
 	_, err := p.pool.Exec(ctx, "DELETE FROM sys_reconciler_credential_owner WHERE ref = $1 AND organization_id = $2", ref, org)
 	return p.interpretError("unbind credential", err)
 }
@@ -59,7 +59,7 @@ func (p *PG) UnbindCredential(ctx context.Context, ref, org string) error {
 // Encrypted reports whether the store's connection uses TLS, and whether
 // the server is on this host (a Unix socket or a loopback address), where
 // plaintext crosses no network.
-func (p *PG) Encrypted(ctx context.Context) (enc, local bool, err error) {
+func (p *Store) Encrypted(ctx context.Context) (enc, local bool, err error) {
 	err = p.pool.QueryRow(ctx, `SELECT coalesce((SELECT ssl FROM pg_stat_ssl WHERE pid = pg_backend_pid()), false),
   coalesce(inet_client_addr() IS NULL OR host(inet_client_addr()) IN ('127.0.0.1', '::1'), true)`).Scan(&enc, &local)
 	return enc, local, p.interpretError("check encryption", err)
