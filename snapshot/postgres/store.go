@@ -22,7 +22,7 @@ import (
 
 	"github.com/objectstack-fleet/reconciler/internal/backoff"
 	"github.com/objectstack-fleet/reconciler/internal/redact"
-
+	"github.com/objectstack-fleet/reconciler/secret"
 	"github.com/objectstack-fleet/reconciler/snapshot"
 )
 
@@ -592,7 +592,7 @@ func queueCredentials(b *pgx.Batch, rows *snapshot.Rows, query string, args ...a
 			var v *string
 			err := r.Scan(&c.Ref, &v, &c.Revision, &c.UpdatedAt)
 			if v != nil {
-				c.Value = snapshot.NewSecret(*v)
+				c.Value = secret.New(*v)
 			} else {
 				c.Cleared = true
 			}

@@ -17,6 +17,7 @@ import (
 	sqlitedrv "modernc.org/sqlite"
 	sqlite3 "modernc.org/sqlite/lib"
 
+	"github.com/objectstack-fleet/reconciler/secret"
 	"github.com/objectstack-fleet/reconciler/snapshot"
 )
 
@@ -416,7 +417,7 @@ func scanSQLiteCredential(r *sql.Rows) (snapshot.CredentialRow, error) {
 	var c snapshot.CredentialRow
 	var ref, v, at sql.NullString
 	err := r.Scan(&ref, &v, &c.Revision, &at)
-	c.Ref, c.Value, c.Cleared, c.UpdatedAt = ref.String, snapshot.NewSecret(v.String), !v.Valid, parseSQLiteTime(at.String)
+	c.Ref, c.Value, c.Cleared, c.UpdatedAt = ref.String, secret.New(v.String), !v.Valid, parseSQLiteTime(at.String)
 	return c, err
 }
 
