@@ -11,18 +11,14 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/collectors"
 	"golang.org/x/sync/errgroup"
 
-	"github.com/objectstack-fleet/reconciler/daemon/statusapi"
-	"github.com/objectstack-fleet/reconciler/drivers/replica"
 	"github.com/objectstack-fleet/reconciler/internal/backoff"
 	"github.com/objectstack-fleet/reconciler/internal/config"
 	"github.com/objectstack-fleet/reconciler/internal/redact"
 	"github.com/objectstack-fleet/reconciler/reconcile"
-	"github.com/objectstack-fleet/reconciler/registry"
 	"github.com/objectstack-fleet/reconciler/snapshot"
+	_ "github.com/objectstack-fleet/reconciler/snapshot/backends" // the stores store.url can name
 )
 
 // Options configure a Daemon.
@@ -168,17 +164,6 @@ const (
 	storeCloseReserve = 250 * time.Millisecond
 )
 
-// HeartbeatInterval is how often a replica with poll.interval poll writes
-// its heartbeat row at least (a keepalive: a change of what the row
-// reports is written at once): 5 polls, and not more often than every
-// heartbeatFloor. Fleet views judge staleness by it (`reconciler fleet`,
-// the status page).
-func HeartbeatInterval(poll time.Duration) time.Duration { return max(5*poll, heartbeatFloor) }
-
-// heartbeatFloor keeps a large fleet's keepalives cheap for the store: at
-// poll.interval 1s, 1,000 replicas write 33 rows a second, not 200.
-const heartbeatFloor = 30 * time.Second
-
 // Run prepares the store, starts every part and runs until ctx ends; then
 // the loop finishes or abandons its pass, closes every instance, the other
 // parts stop, and a last heartbeat marked stopped is written, all within
@@ -209,105 +194,20 @@ func (d *Daemon) Run(ctx context.Context) error {
 	if err != nil {
 		return d.startFailed(ctx, err)
 	}
-	token, err := d.envValue(config.KeyStatusTokenEnv, cfg.StatusTokenEnv)
+	p, err := d.build(ctx, cfg, store)
 	if err != nil {
 		return err
 	}
+	if p.closeBus != nil {
+		defer p.closeBus()
+	}
+	return d.run(ctx, p, stop)
+}
 
-	reg := prometheus.NewRegistry()
-	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	metrics := reconcile.NewMetrics(reg)
-	replicaMetrics := replica.NewMetrics(reg)
-	restartMetrics := replica.NewRestartMetrics(reg)
-
-	notifier, notifyRunners, err := d.notifier(cfg)
-	if err != nil {
-		return err
-	}
-	secrets, err := d.newSecretOpener(cfg)
-	if err != nil {
-		return err
-	}
-	hb := &heartbeater{store: store, version: d.opts.Version, log: log, every: HeartbeatInterval(cfg.PollInterval), wake: make(chan struct{}, 1)}
-	// The loop is built after the driver (it notifies it); the driver runs
-	// only once the loop exists.
-	var rec *reconcile.Reconciler
-	guarded := func(k registry.Kind, key string) bool {
-		e, ok := rec.Registries().Get(k, key)
-		return ok && e.Guarded
-	}
-	drv, closeBus, err := d.replicaDriver(cfg, replicaMetrics, store, hb.poke, guarded)
-	if err != nil {
-		return err
-	}
-	if closeBus != nil {
-		defer closeBus()
-	}
-	notifier, notifyRunners = withReplica(notifier, notifyRunners, drv)
-	mats, err := materializers(cfg, log)
-	if err != nil {
-		return err
-	}
-	if drv != nil {
-		hb.converged = drv.Converged
-	}
-	rs := d.restarter(cfg, drv, store, restartMetrics, hb.poke)
-	if rs != nil {
-		// Before the first heartbeat carries the node: the last restart
-		// (min_interval) is read from the heartbeat it replaces.
-		rctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-		rs.Resume(rctx)
-		cancel()
-		hb.node = rs.Node
-	}
-	rec = reconcile.New(store, reconcile.Options{
-		ReplicaID:          cfg.ReplicaID,
-		PollInterval:       cfg.PollInterval,
-		PollJitter:         pollJitter(cfg.PollJitter),
-		ResyncInterval:     resyncInterval(cfg.ResyncInterval),
-		RevalidateInterval: resyncInterval(cfg.RevalidateInterval),
-		ApplyConcurrency:   cfg.ApplyConcurrency,
-		ApplyTimeout:       cfg.ApplyTimeout,
-		StopTimeout:        loopStopTimeout,
-		Materializers:      mats,
-		Secrets:            secrets,
-		CodeObjects:        cfg.CodeObjects,
-		Limits:             limits(cfg),
-		SyncGCPercent:      syncGCPercent(),
-		Notifier:           notifier,
-		Metrics:            metrics,
-		Logger:             log,
-		OnPass:             hb.onPass,
-		ReplicaDrift:       replicaView{drv: drv}.ReplicaDrift,
-		Guard:              guardOptions(cfg, store),
-	})
-	hb.status = rec
-	ops := newOpsMetrics(reg, d.opts.Version, rec.Status)
-	drift, sched, err := d.startDrift(rec, store, cfg.ReplicaID, metrics)
-	if err != nil {
-		return err
-	}
-	drift.ops = ops
-
-	srv, err := statusapi.Listen(cfg.StatusListen, statusapi.NewHandler(statusapi.Options{
-		Backend:    rec,
-		Token:      token,
-		Gatherer:   reg,
-		WriteDrift: drift.write,
-		Version:    d.opts.Version,
-		Store:      redact.URL(cfg.StoreURL),
-		Replica:    replicaView{drv: drv, rs: rs},
-		Fleet:      fleetReader(store, cfg.PollInterval),
-		Guard:      rec,
-		Warnings:   hb.warnings,
-		Logger:     log,
-		Control:    rec,
-	}))
-	if err != nil {
-		return fmt.Errorf("%s: %w", config.KeyStatusListen, err)
-	}
-	d.rec.Store(rec)
-
+// run starts the parts build made and runs the loop until ctx ends, then
+// stops them all within the stop bound and writes the last heartbeat.
+func (d *Daemon) run(ctx context.Context, p *parts, stop *stopClock) error {
+	log, cfg := d.log, p.cfg
 	// Everything that can fail at startup has succeeded: start the parts.
 	// They outlive the loop (which may finish its pass after ctx ends); the
 	// first one to fail stops the loop and the others.
@@ -317,49 +217,36 @@ func (d *Daemon) Run(ctx context.Context) error {
 	loopCtx, stopLoop := context.WithCancel(ctx)
 	defer stopLoop()
 	defer context.AfterFunc(partsCtx, stopLoop)()
-	part := func(name string, run func(context.Context) error) {
+	for _, r := range p.runs {
 		parts.Go(func() error {
-			if err := run(partsCtx); err != nil && !errors.Is(err, context.Canceled) {
-				if name == "" {
+			if err := r.run(partsCtx); err != nil && !errors.Is(err, context.Canceled) {
+				if r.name == "" {
 					return err
 				}
-				return fmt.Errorf("%s: %w", name, err)
+				return fmt.Errorf("%s: %w", r.name, err)
 			}
 			return nil
 		})
 	}
-	part("", srv.Run) // its errors name it
-	part("heartbeat", hb.run)
-	part("drift reports", func(ctx context.Context) error { return d.runDrift(ctx, drift) })
-	part("journal pruning", pruner{store: store, retention: cfg.JournalRetention, log: log}.run)
-	for _, nr := range notifyRunners {
-		part("notify", nr)
-	}
-	if rs != nil {
-		part("replica restart", rs.Run)
-	}
-	if h, ok := store.(snapshot.Hinter); ok && cfg.HintListen {
-		part("hint listener", func(ctx context.Context) error { return h.Listen(ctx, rec.Hint) })
-	}
-	sched.start()
+	p.sched.start()
 
 	log.Info("reconciler started",
 		slog.String("replica", cfg.ReplicaID),
 		slog.String("store", redact.URL(cfg.StoreURL)),
 		slog.String("read", redact.URL(cfg.StoreReadURL)),
-		slog.String("status", srv.Addr()),
+		slog.String("status", p.srv.Addr()),
 		slog.String("version", d.opts.Version),
 		slog.Duration("poll_interval", cfg.PollInterval))
 	if d.opts.Started != nil {
-		d.opts.Started(srv.Addr())
+		d.opts.Started(p.srv.Addr())
 	}
 
 	var errs []error
-	if err := rec.Run(loopCtx); err != nil && !errors.Is(err, context.Canceled) {
+	if err := p.rec.Run(loopCtx); err != nil && !errors.Is(err, context.Canceled) {
 		errs = append(errs, fmt.Errorf("reconcile loop: %w", err))
 	}
 	log.Info("reconcile loop stopped; stopping")
-	<-sched.stop().Done()
+	<-p.sched.stop().Done()
 	stopAux()
 	var partsErr error
 	if stop.within("stopping the parts", stop.deadline().Add(-lastBeatReserve), log, func() { partsErr = parts.Wait() }) && partsErr != nil {
@@ -368,7 +255,7 @@ func (d *Daemon) Run(ctx context.Context) error {
 
 	hctx, cancel := context.WithDeadline(context.Background(), stop.deadline().Add(-storeCloseReserve))
 	defer cancel()
-	if err := hb.write(hctx, true); err != nil {
+	if err := p.hb.write(hctx, true); err != nil {
 		log.Error("last heartbeat not written", slog.String("error", err.Error()))
 	}
 	if err := errors.Join(errs...); err != nil {
@@ -530,7 +417,7 @@ func checkStandby(ctx context.Context, store snapshot.Store) error {
 // startDrift builds the drift writer and schedule from the configuration
 // current now (a reload may have replaced the one Run started with) and
 // publishes them to Reload.
-func (d *Daemon) startDrift(rec *reconcile.Reconciler, store driftStore, replica string, metrics *reconcile.Metrics) (*driftWriter, *driftSchedule, error) {
+func (d *Daemon) startDrift(rec *reconcile.Reconciler, store driftStore, replica string, metrics *reconcile.Metrics, ops *opsMetrics) (*driftWriter, *driftSchedule, error) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	cfg := d.cfg
@@ -541,7 +428,7 @@ func (d *Daemon) startDrift(rec *reconcile.Reconciler, store driftStore, replica
 	if err != nil {
 		return nil, nil, err
 	}
-	d.drift = &driftWriter{rec: rec, store: store, replica: replica, dir: cfg.DriftDir, metrics: metrics, log: d.log}
+	d.drift = &driftWriter{rec: rec, store: store, replica: replica, dir: cfg.DriftDir, metrics: metrics, ops: ops, log: d.log}
 	d.sched = sched
 	return d.drift, sched, nil
 }

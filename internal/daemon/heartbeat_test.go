@@ -8,19 +8,9 @@ import (
 	"github.com/objectstack-fleet/reconciler/snapshot"
 )
 
-// The heartbeat is a keepalive: every 5 polls, not more often than every
-// 30s.
-func TestHeartbeatInterval(t *testing.T) {
+// A keepalive is every interval, less up to a tenth at random.
+func TestKeepalive(t *testing.T) {
 	t.Parallel()
-	for poll, want := range map[time.Duration]time.Duration{
-		100 * time.Millisecond: 30 * time.Second,
-		time.Second:            30 * time.Second,
-		10 * time.Second:       50 * time.Second,
-	} {
-		if got := HeartbeatInterval(poll); got != want {
-			t.Errorf("HeartbeatInterval(%v) = %v, want %v", poll, got, want)
-		}
-	}
 	for range 100 {
 		if d := keepalive(30 * time.Second); d < 27*time.Second || d > 30*time.Second {
 			t.Fatalf("keepalive(30s) = %v", d)
@@ -33,7 +23,7 @@ func TestHeartbeatInterval(t *testing.T) {
 // when an idle poll changed nothing.
 func TestHeartbeatWritesChangesAtOnce(t *testing.T) {
 	t.Parallel()
-	h := &heartbeater{wake: make(chan struct{}, 1)}
+	w := newBeatWake()
 	cur := func(seq int64) snapshot.Cursor { return snapshot.Cursor{StoreID: "s", Seq: seq} }
 	for _, tc := range []struct {
 		name string
@@ -49,10 +39,10 @@ func TestHeartbeatWritesChangesAtOnce(t *testing.T) {
 		{"still down", reconcile.PassResult{Trigger: reconcile.TriggerPoll, Cursor: cur(6), Err: "down"}, false},
 		{"back", reconcile.PassResult{Trigger: reconcile.TriggerPoll, Cursor: cur(6)}, true},
 	} {
-		h.onPass(tc.pass)
+		w.onPass(tc.pass)
 		woke := false
 		select {
-		case <-h.wake:
+		case <-w.ch:
 			woke = true
 		default:
 		}
