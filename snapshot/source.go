@@ -3,7 +3,10 @@ package snapshot
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"time"
+
+	"github.com/objectstack-fleet/reconciler/secret"
 )
 
 // Table names a source table whose rows are desired state.
@@ -94,12 +97,12 @@ type MetadataRow struct {
 // SecretRow is one sys_secret row: an encrypted platform secret.
 // Ciphertext is a Secret so that it cannot be printed by accident.
 type SecretRow struct {
-	ID         string `json:"id"`
-	Namespace  string `json:"namespace,omitempty"`
-	Key        string `json:"key,omitempty"`
-	KMSKeyID   string `json:"kms_key_id,omitempty"`
-	Alg        string `json:"alg,omitempty"`
-	Ciphertext Secret `json:"-"`
+	ID         string        `json:"id"`
+	Namespace  string        `json:"namespace,omitempty"`
+	Key        string        `json:"key,omitempty"`
+	KMSKeyID   string        `json:"kms_key_id,omitempty"`
+	Alg        string        `json:"alg,omitempty"`
+	Ciphertext secret.Secret `json:"-"`
 	// Withheld is the length of a ciphertext above MaxCiphertextBytes,
 	// which was not read (Ciphertext is empty); 0 when it was read.
 	Withheld       int64   `json:"withheld,omitempty"`
@@ -113,11 +116,11 @@ type SecretRow struct {
 // CredentialRow is one sys_connector_credential row. Value is a Secret so
 // that it cannot be printed by accident.
 type CredentialRow struct {
-	Ref       string    `json:"ref"`
-	Value     Secret    `json:"-"`
-	Cleared   bool      `json:"cleared"` // value IS NULL
-	Revision  int64     `json:"revision"`
-	UpdatedAt time.Time `json:"updated_at"`
+	Ref       string        `json:"ref"`
+	Value     secret.Secret `json:"-"`
+	Cleared   bool          `json:"cleared"` // value IS NULL
+	Revision  int64         `json:"revision"`
+	UpdatedAt time.Time     `json:"updated_at"`
 }
 
 // Rows is a set of current source rows. A key asked for in Read but absent
@@ -130,6 +133,23 @@ type Rows struct {
 
 // Len is the number of rows of all tables.
 func (r Rows) Len() int { return len(r.Metadata) + len(r.Secrets) + len(r.Credentials) }
+
+// SplitKeys groups addresses by table, for a backend's Read.
+func SplitKeys(addrs []Address) (meta, secret, cred []string, err error) {
+	for _, a := range addrs {
+		switch a.Table {
+		case TableMetadata:
+			meta = append(meta, a.Key)
+		case TableSecret:
+			secret = append(secret, a.Key)
+		case TableCredential:
+			cred = append(cred, a.Key)
+		default:
+			return nil, nil, nil, fmt.Errorf("read: unknown table %q", a.Table)
+		}
+	}
+	return meta, secret, cred, nil
+}
 
 // Blocker is an open writing transaction that holds back changes: they will
 // apply when it commits. No query text is reported (it may hold secrets).
@@ -245,7 +265,7 @@ type Source interface {
 	// at once. So a fleet's checks read the server's activity list only
 	// while some write has been open that long, and a check with the
 	// cursor of the store's latest poll sends no statement when that poll's
-	// snapshot lists no such xid (with a standby: see PG.Stall).
+	// snapshot lists no such xid (with a standby: see postgres.Store.Stall).
 	Stall(ctx context.Context, cur Cursor, minAge time.Duration) (Stall, error)
 	// Head returns the store's current watermark.
 	Head(ctx context.Context) (Watermark, error)

@@ -19,8 +19,13 @@ type Store interface {
 	CheckSchema(ctx context.Context) error
 	// Ping checks that the store is reachable.
 	Ping(ctx context.Context) error
-	// Kind is "postgres" or "sqlite".
+	// Kind names the store's backend (Backend.Kind): "postgres",
+	// "sqlite".
 	Kind() string
+	// AutoMigrates reports whether the daemon migrates the store at every
+	// start (a store of its own, such as a SQLite file) rather than only
+	// when asked (`reconciler migrate`, --migrate: a shared server).
+	AutoMigrates() bool
 }
 
 // OpenOptions tune Open.
@@ -42,14 +47,22 @@ type OpenOptions struct {
 	MaxTotalBytes int64
 }
 
-// selectBody fills a metadata select's body column (%[1]s) and withheld
+// Log returns the Logger, or one that discards when it is nil.
+func (o OpenOptions) Log() *slog.Logger {
+	if o.Logger != nil {
+		return o.Logger
+	}
+	return slog.New(slog.DiscardHandler)
+}
+
+// SelectBody fills a metadata select's body column (%[1]s) and withheld
 // length (%[2]s): with a cap, a body longer than it is neither read nor
 // sent, only its length in bytes (length is the store's expression for
 // it). With a total, bodies are sent in id order only while their running
 // sum stays within it; the later ones are withheld with their length
 // negated (MetadataRow.Withheld < 0: read them again), so that no read
 // holds more than total bytes of bodies at once.
-func selectBody(query, length string, limit, total int64) string {
+func SelectBody(query, length string, limit, total int64) string {
 	if limit <= 0 && total <= 0 {
 		return fmt.Sprintf(query, "m.metadata", "0")
 	}

@@ -359,13 +359,6 @@ func (d *Driver) Status(kind registry.Kind, key string) (registry.ReplicaStatus,
 	return st, true
 }
 
-// Counts returns how many entries are in each replica state.
-func (d *Driver) Counts() map[registry.ReplicaState]int {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	return d.countsLocked()
-}
-
 func (d *Driver) countsLocked() map[registry.ReplicaState]int {
 	out := make(map[registry.ReplicaState]int, len(registry.ReplicaStates))
 	for _, s := range registry.ReplicaStates {

@@ -1,0 +1,466 @@
+package daemon
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"golang.org/x/sync/errgroup"
+
+	"github.com/objectstack-fleet/reconciler/internal/backoff"
+	"github.com/objectstack-fleet/reconciler/internal/config"
+	"github.com/objectstack-fleet/reconciler/internal/redact"
+	"github.com/objectstack-fleet/reconciler/reconcile"
+	"github.com/objectstack-fleet/reconciler/snapshot"
+	_ "github.com/objectstack-fleet/reconciler/snapshot/backends" // the stores store.url can name
+)
+
+// Options configure a Daemon.
+type Options struct {
+	Config  *config.Config
+	Version string
+	// Migrate allows migrating a PostgreSQL store at start (SQLite stores
+	// are always migrated).
+	Migrate bool
+	// Logger; default discards. Level, if set, is the level the logger's
+	// handler honours: a reload adjusts it.
+	Logger *slog.Logger
+	Level  *slog.LevelVar
+	// Reload reloads the configuration on SIGHUP (nil: reload only
+	// triggers a pass).
+	Reload func() (*config.Config, error)
+	// Getenv reads the token and secret variables (default os.Getenv).
+	Getenv func(string) string
+	// Started, if set, is called with the status API's address once
+	// everything has started.
+	Started func(addr string)
+}
+
+// Daemon is one running sidecar. Create it with New and call Run once.
+type Daemon struct {
+	opts Options
+	log  *slog.Logger
+
+	rec     atomic.Pointer[reconcile.Reconciler]
+	driftCh chan struct{}
+
+	// reloading serializes Reload; mu guards the fields below, which Run
+	// sets while Reload may already be called (a SIGHUP during startup).
+	reloading sync.Mutex
+	mu        sync.Mutex
+	cfg       *config.Config
+	drift     *driftWriter   // nil until Run has built it
+	sched     *driftSchedule // nil until Run has built it
+}
+
+// New returns a Daemon. It does no I/O.
+func New(opts Options) *Daemon {
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	if opts.Getenv == nil {
+		opts.Getenv = os.Getenv
+	}
+	return &Daemon{opts: opts, log: opts.Logger, cfg: opts.Config, driftCh: make(chan struct{}, 1)}
+}
+
+// Resync asks for a full relist (SIGUSR1). Never blocks.
+func (d *Daemon) Resync() {
+	if r := d.rec.Load(); r != nil {
+		r.Resync()
+	}
+}
+
+// Trigger asks for a pass now. Never blocks.
+func (d *Daemon) Trigger() {
+	if r := d.rec.Load(); r != nil {
+		r.Trigger()
+	}
+}
+
+// DriftNow asks for a drift report to be written (SIGUSR2). Never blocks;
+// requests made while one is pending coalesce.
+func (d *Daemon) DriftNow() {
+	select {
+	case d.driftCh <- struct{}{}:
+	default:
+	}
+}
+
+// Reload re-reads the configuration (SIGHUP) and asks for a pass. A bad
+// configuration is rejected with an error log and the old one is kept.
+// log.level, drift.schedule and drift.dir apply at once; other changed keys
+// are named in a warning and apply at the next start.
+func (d *Daemon) Reload() {
+	defer d.Trigger()
+	if d.opts.Reload == nil {
+		return
+	}
+	d.reloading.Lock()
+	defer d.reloading.Unlock()
+	next, err := d.opts.Reload()
+	if err != nil {
+		d.log.Error("config reload rejected, keeping the previous configuration", slog.String("error", err.Error()))
+		return
+	}
+	// Run builds the drift writer and schedule from d.cfg under d.mu: they
+	// either see next or are already there to be told about it.
+	d.mu.Lock()
+	prev := d.cfg
+	d.cfg = next
+	drift, sched := d.drift, d.sched
+	d.mu.Unlock()
+	if d.opts.Level != nil {
+		d.opts.Level.Set(next.LogLevel)
+	}
+	if drift != nil && next.DriftDir != prev.DriftDir {
+		if err := makeDriftDir(next.DriftDir); err != nil {
+			d.log.Error("drift.dir not usable, keeping the previous one", slog.String("dir", next.DriftDir), slog.String("error", err.Error()))
+		} else {
+			drift.setDir(next.DriftDir)
+		}
+	}
+	if sched != nil && next.DriftSchedule != prev.DriftSchedule {
+		if err := sched.set(next.DriftSchedule); err != nil {
+			d.log.Error("drift.schedule not applied", slog.String("error", err.Error()))
+		}
+	}
+	changed := restartKeys(prev, next)
+	if len(changed) > 0 {
+		d.log.Warn("config keys changed that apply at the next start", slog.Any("keys", changed))
+	}
+	d.log.Info("config reloaded", slog.String("file", next.File))
+}
+
+// appliedAtOnce are the keys a reload applies while running; every other
+// changed key waits for the next start.
+var appliedAtOnce = []string{config.KeyLogLevel, config.KeyDriftSchedule, config.KeyDriftDir}
+
+// restartKeys returns the changed keys that apply at the next start only.
+func restartKeys(a, b *config.Config) []string {
+	return slices.DeleteFunc(config.Changed(a, b), func(k string) bool { return slices.Contains(appliedAtOnce, k) })
+}
+
+// startupTimeout bounds the store's preparation at start.
+const startupTimeout = 20 * time.Second
+
+// StopTimeout bounds a stop: once Run's context ends, Run returns within
+// this long, whatever a materializer, an instance's Close, a notify target
+// or the store does. What overruns is abandoned (and counted by the loop).
+// The budget, in order: the loop's pass in flight and closing its
+// instances (loopStopTimeout), the other parts, the last heartbeat, and
+// closing the store (storeCloseReserve).
+const StopTimeout = 4 * time.Second
+
+const (
+	loopStopTimeout   = 2500 * time.Millisecond
+	lastBeatReserve   = time.Second
+	storeCloseReserve = 250 * time.Millisecond
+)
+
+// Run prepares the store, starts every part and runs until ctx ends; then
+// the loop finishes or abandons its pass, closes every instance, the other
+// parts stop, and a last heartbeat marked stopped is written, all within
+// StopTimeout. It returns nil after a clean stop (also when ctx ends
+// during startup), and an error naming the cause when startup or a part
+// fails.
+func (d *Daemon) Run(ctx context.Context) error {
+	stop := newStopClock(ctx)
+	defer stop.release()
+	d.mu.Lock()
+	cfg := d.cfg
+	d.mu.Unlock()
+	log := d.log
+	store, err := snapshot.Open(cfg.StoreURL, snapshot.OpenOptions{Logger: log, ReadURL: cfg.StoreReadURL, MaxBodyBytes: int64(cfg.MaxBodyBytes),
+		MaxTotalBytes: int64(cfg.MaxTotalBytes)})
+	if err != nil {
+		return fmt.Errorf("open store: %w", err)
+	}
+	defer func() { stop.within("closing the store", stop.deadline(), log, store.Close) }()
+	pctx, cancel := context.WithTimeout(ctx, startupTimeout)
+	if d.opts.Migrate {
+		err = CheckPlatform(pctx, store)
+	}
+	if err == nil {
+		err = PrepareStore(pctx, store, d.opts.Migrate, log)
+	}
+	cancel()
+	if err != nil {
+		return d.startFailed(ctx, err)
+	}
+	p, err := d.build(ctx, cfg, store)
+	if err != nil {
+		return err
+	}
+	if p.closeBus != nil {
+		defer p.closeBus()
+	}
+	return d.run(ctx, p, stop)
+}
+
+// run starts the parts build made and runs the loop until ctx ends, then
+// stops them all within the stop bound and writes the last heartbeat.
+func (d *Daemon) run(ctx context.Context, p *parts, stop *stopClock) error {
+	log, cfg := d.log, p.cfg
+	// Everything that can fail at startup has succeeded: start the parts.
+	// They outlive the loop (which may finish its pass after ctx ends); the
+	// first one to fail stops the loop and the others.
+	auxCtx, stopAux := context.WithCancel(context.WithoutCancel(ctx))
+	defer stopAux()
+	parts, partsCtx := errgroup.WithContext(auxCtx)
+	loopCtx, stopLoop := context.WithCancel(ctx)
+	defer stopLoop()
+	defer context.AfterFunc(partsCtx, stopLoop)()
+	for _, r := range p.runs {
+		parts.Go(func() error {
+			if err := r.run(partsCtx); err != nil && !errors.Is(err, context.Canceled) {
+				if r.name == "" {
+					return err
+				}
+				return fmt.Errorf("%s: %w", r.name, err)
+			}
+			return nil
+		})
+	}
+	p.sched.start()
+
+	log.Info("reconciler started",
+		slog.String("replica", cfg.ReplicaID),
+		slog.String("store", redact.URL(cfg.StoreURL)),
+		slog.String("read", redact.URL(cfg.StoreReadURL)),
+		slog.String("status", p.srv.Addr()),
+		slog.String("version", d.opts.Version),
+		slog.Duration("poll_interval", cfg.PollInterval))
+	if d.opts.Started != nil {
+		d.opts.Started(p.srv.Addr())
+	}
+
+	var errs []error
+	if err := p.rec.Run(loopCtx); err != nil && !errors.Is(err, context.Canceled) {
+		errs = append(errs, fmt.Errorf("reconcile loop: %w", err))
+	}
+	log.Info("reconcile loop stopped; stopping")
+	<-p.sched.stop().Done()
+	stopAux()
+	var partsErr error
+	if stop.within("stopping the parts", stop.deadline().Add(-lastBeatReserve), log, func() { partsErr = parts.Wait() }) && partsErr != nil {
+		errs = append(errs, partsErr)
+	}
+
+	hctx, cancel := context.WithDeadline(context.Background(), stop.deadline().Add(-storeCloseReserve))
+	defer cancel()
+	if err := p.hb.write(hctx, true); err != nil {
+		log.Error("last heartbeat not written", slog.String("error", err.Error()))
+	}
+	if err := errors.Join(errs...); err != nil {
+		log.Error("reconciler stopped with an error", slog.String("error", err.Error()))
+		return err
+	}
+	log.Info("reconciler stopped")
+	return nil
+}
+
+// startFailed is Run's result for a startup error: nil when ctx ended
+// meanwhile (a stop during startup is a clean stop).
+func (d *Daemon) startFailed(ctx context.Context, err error) error {
+	if ctx.Err() != nil {
+		d.log.Info("stopped during startup", slog.String("error", err.Error()))
+		return nil
+	}
+	return err
+}
+
+// stopClock knows when a stop must be done: StopTimeout after ctx ended,
+// or after the daemon began stopping by itself.
+type stopClock struct {
+	ended   atomic.Int64 // unix nanoseconds; 0 until the stop began
+	release func() bool
+}
+
+func newStopClock(ctx context.Context) *stopClock {
+	c := &stopClock{}
+	c.release = context.AfterFunc(ctx, c.mark)
+	return c
+}
+
+func (c *stopClock) mark() { c.ended.CompareAndSwap(0, time.Now().UnixNano()) }
+
+// deadline is when the stop must be done; asking starts the clock.
+func (c *stopClock) deadline() time.Time {
+	c.mark()
+	return time.Unix(0, c.ended.Load()).Add(StopTimeout)
+}
+
+// within runs f, waiting for it until deadline at the latest; then it is
+// abandoned with a warning naming what, and goes on in the background.
+// It reports whether f returned (only then may its results be read).
+func (c *stopClock) within(what string, deadline time.Time, log *slog.Logger, f func()) bool {
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		f()
+	}()
+	t := time.NewTimer(max(time.Until(deadline), 0))
+	defer t.Stop()
+	select {
+	case <-done:
+		return true
+	case <-t.C:
+		log.Warn("stop bound reached: not waiting any longer", slog.String("for", what))
+		return false
+	}
+}
+
+// envValue reads the variable named by key's value; a named variable that
+// is empty is an error, so that a configured token is never silently off.
+func (d *Daemon) envValue(key, name string) (string, error) {
+	if name == "" {
+		return "", nil
+	}
+	v := d.opts.Getenv(name)
+	if v == "" {
+		return "", fmt.Errorf("%s: environment variable %s is empty or unset", key, name)
+	}
+	return v, nil
+}
+
+// resyncInterval maps the config's 0 (off) to the loop's negative (off),
+// for resync.interval and revalidate.interval.
+func resyncInterval(d time.Duration) time.Duration {
+	if d == 0 {
+		return -1
+	}
+	return d
+}
+
+// PrepareStore checks that the store is reachable and its schema current:
+// a store that AutoMigrates (SQLite) is migrated, others only when migrate
+// is set. `reconciler migrate` and Run both use it; ctx bounds it.
+func PrepareStore(ctx context.Context, store snapshot.Store, migrate bool, log *slog.Logger) error {
+	if err := store.Ping(ctx); err != nil {
+		return fmt.Errorf("store unreachable: %w", err)
+	}
+	warnPlaintext(ctx, store, log)
+	if store.AutoMigrates() || migrate {
+		if err := store.Migrate(ctx); err != nil {
+			return fmt.Errorf("migrate store: %w", err)
+		}
+		log.DebugContext(ctx, "store schema is current", slog.String("store_kind", store.Kind()))
+		return checkStandby(ctx, store)
+	}
+	if err := store.CheckSchema(ctx); err != nil {
+		if errors.Is(err, snapshot.ErrSchema) {
+			return fmt.Errorf("%w (run `reconciler migrate`, or start with --migrate)", err)
+		}
+		return fmt.Errorf("check store schema: %w", err)
+	}
+	return checkStandby(ctx, store)
+}
+
+// warnPlaintext warns once when the store's connection to a server that
+// is not on this host is not encrypted (pgx's default sslmode=prefer
+// falls back to plaintext without a word): its password and every row
+// cross the network in clear.
+func warnPlaintext(ctx context.Context, store snapshot.Store, log *slog.Logger) {
+	e, ok := store.(interface {
+		Encrypted(context.Context) (enc, local bool, err error)
+	})
+	if !ok {
+		return
+	}
+	enc, local, err := e.Encrypted(ctx)
+	if err == nil && !enc && !local {
+		log.WarnContext(ctx, "the store connection is not encrypted: its password and rows cross the network in clear; set sslmode=verify-full in store.url")
+	}
+}
+
+// CheckPlatform refuses a PostgreSQL database that has tables of its own
+// but no sys_metadata (snapshot.ErrNotPlatform): migrating it would
+// create the platform's tables where no node looks. Other stores pass.
+func CheckPlatform(ctx context.Context, store snapshot.Store) error {
+	c, ok := store.(interface{ CheckPlatform(context.Context) error })
+	if !ok {
+		return nil
+	}
+	if err := store.Ping(ctx); err != nil {
+		return fmt.Errorf("store unreachable: %w", err)
+	}
+	return c.CheckPlatform(ctx)
+}
+
+// checkStandby refuses a store.read_url that is not a hot standby of
+// store.url (a primary, a standby of another cluster, another store).
+func checkStandby(ctx context.Context, store snapshot.Store) error {
+	c, ok := store.(interface{ CheckStandby(context.Context) error })
+	if !ok {
+		return nil
+	}
+	// A schema just migrated may not be replayed there yet: wait for it
+	// (within ctx, the startup bound).
+	for {
+		err := c.CheckStandby(ctx)
+		if err == nil {
+			return nil
+		}
+		if !errors.Is(err, snapshot.ErrSchema) || !backoff.Wait(ctx, 200*time.Millisecond) {
+			return fmt.Errorf("%s: %w", config.KeyStoreReadURL, err)
+		}
+	}
+}
+
+// startDrift builds the drift writer and schedule from the configuration
+// current now (a reload may have replaced the one Run started with) and
+// publishes them to Reload.
+func (d *Daemon) startDrift(rec *reconcile.Reconciler, store driftStore, replica string, metrics *reconcile.Metrics, ops *opsMetrics) (*driftWriter, *driftSchedule, error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	cfg := d.cfg
+	if err := makeDriftDir(cfg.DriftDir); err != nil {
+		return nil, nil, fmt.Errorf("%s: %w", config.KeyDriftDir, err)
+	}
+	sched, err := newDriftSchedule(cfg.DriftSchedule, d.DriftNow)
+	if err != nil {
+		return nil, nil, err
+	}
+	d.drift = &driftWriter{rec: rec, store: store, replica: replica, dir: cfg.DriftDir, metrics: metrics, ops: ops, log: d.log}
+	d.sched = sched
+	return d.drift, sched, nil
+}
+
+// runDrift writes a drift report for every request (schedule, SIGUSR2).
+func (d *Daemon) runDrift(ctx context.Context, drift *driftWriter) error {
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-d.driftCh:
+			if _, err := drift.write(ctx); err != nil && ctx.Err() == nil {
+				d.log.ErrorContext(ctx, "drift report failed", slog.String("error", err.Error()))
+			}
+		}
+	}
+}
+
+// syncGCPercent is the GOGC of the first full sync: the loop's default,
+// unless the operator set GOGC (then theirs holds throughout).
+func syncGCPercent() int {
+	if _, set := os.LookupEnv("GOGC"); set {
+		return 0
+	}
+	return reconcile.DefaultSyncGCPercent
+}
+
+// pollJitter maps poll.jitter to the loop's option, where 0 means the
+// default: a configured 0 means no jitter.
+func pollJitter(d time.Duration) time.Duration {
+	if d == 0 {
+		return -1
+	}
+	return d
+}
