@@ -14,6 +14,7 @@ import (
 	"github.com/objectstack-fleet/reconciler/internal/testdb"
 	"github.com/objectstack-fleet/reconciler/snapshot"
 	"github.com/objectstack-fleet/reconciler/snapshot/snapshottest"
+	"github.com/objectstack-fleet/reconciler/snapshot/sqlite"
 )
 
 // platformDump is the schema dump (pg_dump --schema-only) of a database
@@ -332,7 +333,7 @@ func TestAdoptSQLite(t *testing.T) {
 	ctx := ctxT(t)
 	dbURL := "sqlite://" + t.TempDir() + "/adopt.db"
 	db := snapshottest.Connect(t, dbURL)
-	for _, f := range []string{"migrations/sqlite/tables/sys_metadata.sql", "migrations/sqlite/tables/sys_secret.sql"} {
+	for _, f := range []string{"sqlite/migrations/tables/sys_metadata.sql", "sqlite/migrations/tables/sys_secret.sql"} {
 		ddl, err := os.ReadFile(f)
 		if err != nil {
 			t.Fatal(err)
@@ -377,7 +378,7 @@ func TestAdoptSQLite(t *testing.T) {
 
 func sqliteText(t *testing.T, dbURL, query string) string {
 	t.Helper()
-	path, err := snapshot.SQLitePath(dbURL)
+	path, err := sqlite.Path(dbURL)
 	if err != nil {
 		t.Fatal(err)
 	}

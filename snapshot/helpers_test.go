@@ -9,7 +9,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/objectstack-fleet/reconciler/snapshot"
+	"github.com/objectstack-fleet/reconciler/snapshot/sqlite"
 )
 
 // schemaDump describes the schema objects and the schema-version rows.
@@ -18,7 +18,7 @@ func schemaDump(t *testing.T, url string) string {
 	ctx := context.Background()
 	var parts []string
 	if strings.HasPrefix(url, "sqlite://") {
-		path, _ := snapshot.SQLitePath(url)
+		path, _ := sqlite.Path(url)
 		db, err := sql.Open("sqlite", "file:"+path)
 		if err != nil {
 			t.Fatal(err)

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/objectstack-fleet/reconciler/snapshot"
+	"github.com/objectstack-fleet/reconciler/snapshot/postgres"
 	"github.com/objectstack-fleet/reconciler/snapshot/snapshottest"
 )
 
@@ -90,7 +91,7 @@ func TestEncrypted(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer s.Close()
-	enc, local, err := s.(*snapshot.PG).Encrypted(ctxT(t))
+	enc, local, err := s.(*postgres.Store).Encrypted(ctxT(t))
 	if err != nil || enc || !local {
 		t.Fatalf("Encrypted = %v, %v, %v; want plaintext on this host", enc, local, err)
 	}

@@ -15,6 +15,8 @@ import (
 	"github.com/objectstack-fleet/reconciler/internal/redact"
 	"github.com/objectstack-fleet/reconciler/internal/testdb"
 	"github.com/objectstack-fleet/reconciler/snapshot"
+	_ "github.com/objectstack-fleet/reconciler/snapshot/backends" // the stores its helpers open
+	"github.com/objectstack-fleet/reconciler/snapshot/sqlite"
 )
 
 // TemplateName is the PostgreSQL template database holding this binary's
@@ -152,7 +154,7 @@ func Connect(t testing.TB, url string) *Conn {
 	defer cancel()
 	c := &Conn{}
 	if strings.HasPrefix(url, "sqlite://") {
-		path, err := snapshot.SQLitePath(url)
+		path, err := sqlite.Path(url)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -1,4 +1,4 @@
-package snapshot
+package postgres
 
 import (
 	"context"
@@ -23,11 +23,12 @@ import (
 	"github.com/objectstack-fleet/reconciler/internal/backoff"
 	"github.com/objectstack-fleet/reconciler/internal/redact"
 	"github.com/objectstack-fleet/reconciler/secret"
+	"github.com/objectstack-fleet/reconciler/snapshot"
 )
 
-// PG is the PostgreSQL store. Its cursor is a pg_snapshot: the xid bounds
+// Store is the PostgreSQL store. Its cursor is a pg_snapshot: the xid bounds
 // and in-progress list of the last poll.
-type PG struct {
+type Store struct {
 	pool *pgxpool.Pool
 	url  string   // redacted
 	pw   []string // the URL's secrets, for scrubbing driver messages only
@@ -48,25 +49,27 @@ type PG struct {
 }
 
 var (
-	_ Store  = (*PG)(nil)
-	_ Hinter = (*PG)(nil)
+	_ snapshot.Store            = (*Store)(nil)
+	_ snapshot.Hinter           = (*Store)(nil)
+	_ snapshot.Catalog          = (*Store)(nil)
+	_ snapshot.CredentialOwners = (*Store)(nil)
 )
 
-//go:embed migrations/postgres
+//go:embed migrations
 var pgMigrations embed.FS
 
 // pgSchema is the PostgreSQL store's migrations.
-var pgSchema = NewSchema("postgres", mustSub(pgMigrations, "migrations/postgres"))
+var pgSchema = snapshot.NewSchema("postgres", pgMigrations, "migrations")
 
 func init() {
-	Register(Backend{
+	snapshot.Register(snapshot.Backend{
 		Kind:     "postgres",
 		Schemes:  []string{"postgres", "postgresql"},
 		Form:     "postgres://…",
 		CheckURL: checkPGURL,
 		Standby:  true,
 		Schema:   pgSchema,
-		Open: func(rawURL string, opts OpenOptions) (Store, error) {
+		Open: func(rawURL string, opts snapshot.OpenOptions) (snapshot.Store, error) {
 			p, err := newPG(rawURL, opts, nil)
 			if err != nil {
 				return nil, err
@@ -95,34 +98,34 @@ const hintChannel = "reconciler"
 
 // newPG builds the pools without connecting. tweak lets in-package tests
 // add a tracer.
-func newPG(rawURL string, opts OpenOptions, tweak func(*pgxpool.Config)) (*PG, error) {
+func newPG(rawURL string, opts snapshot.OpenOptions, tweak func(*pgxpool.Config)) (*Store, error) {
 	pool, err := newPool(rawURL, opts, tweak)
 	if err != nil {
 		return nil, err
 	}
-	p := &PG{pool: pool, url: redact.URL(rawURL), pw: urlPassword(rawURL), log: logger(opts),
-		selMetadata:    selectBody(pgSelectMetadata, "octet_length(m.metadata)", opts.MaxBodyBytes, opts.MaxTotalBytes),
-		relistMetadata: selectBody(pgRelistMetadata, "octet_length(m.metadata)", opts.MaxBodyBytes, opts.MaxTotalBytes)}
+	p := &Store{pool: pool, url: redact.URL(rawURL), pw: redact.URLSecrets(rawURL), log: opts.Log(),
+		selMetadata:    snapshot.SelectBody(pgSelectMetadata, "octet_length(m.metadata)", opts.MaxBodyBytes, opts.MaxTotalBytes),
+		relistMetadata: snapshot.SelectBody(pgRelistMetadata, "octet_length(m.metadata)", opts.MaxBodyBytes, opts.MaxTotalBytes)}
 	if opts.ReadURL != "" {
 		read, err := newPool(opts.ReadURL, opts, tweak)
 		if err != nil {
 			pool.Close()
 			return nil, err
 		}
-		p.standby = &standby{pool: read, url: redact.URL(opts.ReadURL), pw: urlPassword(opts.ReadURL)}
+		p.standby = &standby{pool: read, url: redact.URL(opts.ReadURL), pw: redact.URLSecrets(opts.ReadURL)}
 	}
 	return p, nil
 }
 
 // newPool builds one pool with the store's connection settings.
-func newPool(rawURL string, opts OpenOptions, tweak func(*pgxpool.Config)) (*pgxpool.Pool, error) {
-	pw := urlPassword(rawURL)
+func newPool(rawURL string, opts snapshot.OpenOptions, tweak func(*pgxpool.Config)) (*pgxpool.Pool, error) {
+	pw := redact.URLSecrets(rawURL)
 	if _, err := url.Parse(rawURL); err != nil {
-		return nil, badURL(rawURL, scrub(unwrapURLError(err), pw))
+		return nil, snapshot.BadURL(rawURL, redact.Secrets(unwrapURLError(err), pw...))
 	}
 	cfg, err := pgxpool.ParseConfig(rawURL)
 	if err != nil {
-		return nil, badURL(rawURL, scrub(err.Error(), pw))
+		return nil, snapshot.BadURL(rawURL, redact.Secrets(err.Error(), pw...))
 	}
 	cfg.MaxConns = 4
 	if opts.MaxConns > 0 {
@@ -142,16 +145,9 @@ func newPool(rawURL string, opts OpenOptions, tweak func(*pgxpool.Config)) (*pgx
 	}
 	pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
 	if err != nil {
-		return nil, badURL(rawURL, scrub(err.Error(), pw))
+		return nil, snapshot.BadURL(rawURL, redact.Secrets(err.Error(), pw...))
 	}
 	return pool, nil
-}
-
-func logger(opts OpenOptions) *slog.Logger {
-	if opts.Logger != nil {
-		return opts.Logger
-	}
-	return slog.New(slog.DiscardHandler)
 }
 
 func unwrapURLError(err error) string {
@@ -163,10 +159,10 @@ func unwrapURLError(err error) string {
 }
 
 // Kind implements Store.
-func (p *PG) Kind() string { return "postgres" }
+func (p *Store) Kind() string { return "postgres" }
 
 // Close implements Source.
-func (p *PG) Close() {
+func (p *Store) Close() {
 	p.pool.Close()
 	if p.standby != nil {
 		p.standby.pool.Close()
@@ -175,48 +171,48 @@ func (p *PG) Close() {
 
 // interpretError maps a pgx error to the package's sentinels; it is the only
 // place that looks at pgx error types.
-func (p *PG) interpretError(op string, err error) error {
+func (p *Store) interpretError(op string, err error) error {
 	if err == nil {
 		return nil
 	}
-	e := &storeError{op: op, url: p.url, msg: scrub(err.Error(), p.pw)}
+	e := &snapshot.StoreError{Op: op, URL: p.url, Msg: redact.Secrets(err.Error(), p.pw...)}
 	var pgErr *pgconn.PgError
 	var connErr *pgconn.ConnectError
 	var netErr net.Error
 	switch {
 	case errors.As(err, &pgErr):
-		e.msg = scrub(fmt.Sprintf("%s (SQLSTATE %s)", pgErr.Message, pgErr.Code), p.pw)
+		e.Msg = redact.Secrets(fmt.Sprintf("%s (SQLSTATE %s)", pgErr.Message, pgErr.Code), p.pw...)
 		switch code := pgErr.Code; {
 		case code == pgerrcode.UndefinedTable, code == pgerrcode.UndefinedFunction,
 			code == pgerrcode.UndefinedColumn, code == pgerrcode.InvalidSchemaName:
-			e.sentinel = ErrSchema
-			e.msg += ": run `reconciler migrate`"
+			e.Sentinel = snapshot.ErrSchema
+			e.Msg += ": run `reconciler migrate`"
 		case pgerrcode.IsConnectionException(code), pgerrcode.IsInvalidAuthorizationSpecification(code),
 			pgerrcode.IsInsufficientResources(code), code == pgerrcode.InvalidCatalogName,
 			code == pgerrcode.AdminShutdown, code == pgerrcode.CrashShutdown, code == pgerrcode.CannotConnectNow,
 			code == pgerrcode.DatabaseDropped, code == pgerrcode.IdleSessionTimeout:
-			e.sentinel = ErrUnavailable
+			e.Sentinel = snapshot.ErrUnavailable
 		}
 	case errors.Is(err, context.Canceled):
-		e.ctxErr = context.Canceled
+		e.Cause = context.Canceled
 	case errors.Is(err, context.DeadlineExceeded):
-		e.sentinel, e.ctxErr = ErrUnavailable, context.DeadlineExceeded
+		e.Sentinel, e.Cause = snapshot.ErrUnavailable, context.DeadlineExceeded
 	case errors.As(err, &connErr), errors.As(err, &netErr), errors.Is(err, io.EOF),
 		errors.Is(err, io.ErrUnexpectedEOF), errors.Is(err, net.ErrClosed),
 		pgconn.SafeToRetry(err), strings.Contains(err.Error(), "closed pool"):
-		e.sentinel = ErrUnavailable
+		e.Sentinel = snapshot.ErrUnavailable
 	}
 	return e
 }
 
 // Ping implements Store.
-func (p *PG) Ping(ctx context.Context) error {
+func (p *Store) Ping(ctx context.Context) error {
 	return p.interpretError("ping", p.pool.Ping(ctx))
 }
 
 // Migrate implements Store: Schema.Migrate in one transaction under an
 // advisory lock (so concurrent migrates and repeated runs are harmless).
-func (p *PG) Migrate(ctx context.Context) error {
+func (p *Store) Migrate(ctx context.Context) error {
 	err := pgx.BeginFunc(ctx, p.pool, func(tx pgx.Tx) error {
 		if _, err := tx.Exec(ctx, "SELECT pg_advisory_xact_lock($1)", lockMigrate); err != nil {
 			return err
@@ -228,7 +224,7 @@ func (p *PG) Migrate(ctx context.Context) error {
 
 // AutoMigrates implements Store: a PostgreSQL store is shared and
 // migrated only when asked (`reconciler migrate`, --migrate).
-func (p *PG) AutoMigrates() bool { return false }
+func (p *Store) AutoMigrates() bool { return false }
 
 // pgMigrateTx is Migrate's transaction as Schema.Migrate uses it.
 type pgMigrateTx struct{ tx pgx.Tx }
@@ -247,7 +243,7 @@ CREATE TABLE IF NOT EXISTS sys_reconciler_schema (
 }
 
 // TableExists looks the table up on the search path.
-func (m pgMigrateTx) TableExists(ctx context.Context, t Table) (bool, error) {
+func (m pgMigrateTx) TableExists(ctx context.Context, t snapshot.Table) (bool, error) {
 	var exists bool
 	err := m.tx.QueryRow(ctx, "SELECT to_regclass($1) IS NOT NULL", string(t)).Scan(&exists)
 	return exists, err
@@ -284,7 +280,7 @@ ON CONFLICT (source, key) DO NOTHING`
 // CheckSchema implements Store: the schema version, and the row triggers
 // on the source tables (present and enabled: a source table re-created
 // without them would change unseen).
-func (p *PG) CheckSchema(ctx context.Context) error {
+func (p *Store) CheckSchema(ctx context.Context) error {
 	want, err := pgSchema.Triggers()
 	if err != nil {
 		return err
@@ -307,7 +303,7 @@ func (p *PG) CheckSchema(ctx context.Context) error {
 	if err := pgSchema.CheckVersions(p.url, v); err != nil {
 		return err
 	}
-	return CheckTriggers(p.url, missing)
+	return snapshot.CheckTriggers(p.url, missing)
 }
 
 // pgSnap is the parsed bounds of a textual pg_snapshot.
@@ -339,16 +335,16 @@ func parseSnapshot(s string) (pgSnap, error) {
 const pollSQL = `SELECT sys_reconciler_poll_since($1), now()`
 
 // Poll implements Source in one round trip.
-func (p *PG) Poll(ctx context.Context, cur Cursor) ([]Address, Cursor, error) {
+func (p *Store) Poll(ctx context.Context, cur snapshot.Cursor) ([]snapshot.Address, snapshot.Cursor, error) {
 	if cur.IsZero() {
-		return nil, cur, fmt.Errorf("poll %s: %w (no cursor yet)", p.url, ErrCursorExpired)
+		return nil, cur, fmt.Errorf("poll %s: %w (no cursor yet)", p.url, snapshot.ErrCursorExpired)
 	}
 	if p.standby != nil {
 		return p.pollStandby(ctx, cur)
 	}
 	prev, err := parseSnapshot(cur.Snapshot)
 	if err != nil {
-		return nil, cur, fmt.Errorf("poll %s: %w: %v", p.url, ErrCursorRegressed, err)
+		return nil, cur, fmt.Errorf("poll %s: %w: %v", p.url, snapshot.ErrCursorRegressed, err)
 	}
 	var (
 		res []string
@@ -371,7 +367,7 @@ func (p *PG) Poll(ctx context.Context, cur Cursor) ([]Address, Cursor, error) {
 		return nil, next, nil
 	}
 	if len(res) < 4 || (len(res)-4)%2 != 0 {
-		return nil, cur, fmt.Errorf("poll %s: %w: no sys_reconciler_state row", p.url, ErrSchema)
+		return nil, cur, fmt.Errorf("poll %s: %w: no sys_reconciler_state row", p.url, snapshot.ErrSchema)
 	}
 	snap, storeID, prunedXid := res[0], res[1], res[2]
 	head, err := strconv.ParseInt(res[3], 10, 64)
@@ -385,21 +381,21 @@ func (p *PG) Poll(ctx context.Context, cur Cursor) ([]Address, Cursor, error) {
 	pruned, _ := strconv.ParseUint(prunedXid, 10, 64)
 	switch {
 	case storeID != cur.StoreID:
-		return nil, cur, fmt.Errorf("poll %s: %w: store id %s, cursor's %s", p.url, ErrCursorRegressed, storeID, cur.StoreID)
+		return nil, cur, fmt.Errorf("poll %s: %w: store id %s, cursor's %s", p.url, snapshot.ErrCursorRegressed, storeID, cur.StoreID)
 	case cur.Seq > head:
-		return nil, cur, fmt.Errorf("poll %s: %w: journal head %d behind cursor seq %d", p.url, ErrCursorRegressed, head, cur.Seq)
+		return nil, cur, fmt.Errorf("poll %s: %w: journal head %d behind cursor seq %d", p.url, snapshot.ErrCursorRegressed, head, cur.Seq)
 	case prev.xmax > now.xmax:
-		return nil, cur, fmt.Errorf("poll %s: %w: snapshot xmax %d behind cursor's %d", p.url, ErrCursorRegressed, now.xmax, prev.xmax)
+		return nil, cur, fmt.Errorf("poll %s: %w: snapshot xmax %d behind cursor's %d", p.url, snapshot.ErrCursorRegressed, now.xmax, prev.xmax)
 	case pruned != 0 && pruned >= prev.xmin:
-		return nil, cur, fmt.Errorf("poll %s: %w: pruned up to xid %d, cursor %s", p.url, ErrCursorExpired, pruned, cur)
+		return nil, cur, fmt.Errorf("poll %s: %w: pruned up to xid %d, cursor %s", p.url, snapshot.ErrCursorExpired, pruned, cur)
 	}
 	n := (len(res) - 4) / 2
 	sources, keys := res[4:4+n], res[4+n:]
-	addrs := make([]Address, n)
+	addrs := make([]snapshot.Address, n)
 	for i := range n {
-		addrs[i] = Address{Table: Table(sources[i]), Key: keys[i]}
+		addrs[i] = snapshot.Address{Table: snapshot.Table(sources[i]), Key: keys[i]}
 	}
-	next := Cursor{StoreID: storeID, Seq: max(head, cur.Seq), Snapshot: snap, At: at}
+	next := snapshot.Cursor{StoreID: storeID, Seq: max(head, cur.Seq), Snapshot: snap, At: at}
 	p.storeID.Store(storeID)
 	p.stallGate.polled(polled, next, true)
 	return addrs, next, nil
@@ -408,20 +404,20 @@ func (p *PG) Poll(ctx context.Context, cur Cursor) ([]Address, Cursor, error) {
 // sameStore checks that cur is a cursor of this store: at once when a
 // relist or a poll of this store read its id, else (a cursor from another
 // process or database; once) with a second statement.
-func (p *PG) sameStore(ctx context.Context, cur Cursor) error {
+func (p *Store) sameStore(ctx context.Context, cur snapshot.Cursor) error {
 	if id, _ := p.storeID.Load().(string); id == cur.StoreID {
 		return nil
 	}
 	var id string
 	err := p.pool.QueryRow(ctx, "SELECT store_id FROM sys_reconciler_state WHERE id = 1").Scan(&id)
 	if errors.Is(err, pgx.ErrNoRows) {
-		return fmt.Errorf("poll %s: %w: no sys_reconciler_state row", p.url, ErrSchema)
+		return fmt.Errorf("poll %s: %w: no sys_reconciler_state row", p.url, snapshot.ErrSchema)
 	}
 	if err != nil {
 		return p.interpretError("poll", err)
 	}
 	if id != cur.StoreID {
-		return fmt.Errorf("poll %s: %w: store id %s, cursor's %s", p.url, ErrCursorRegressed, id, cur.StoreID)
+		return fmt.Errorf("poll %s: %w: store id %s, cursor's %s", p.url, snapshot.ErrCursorRegressed, id, cur.StoreID)
 	}
 	p.storeID.Store(id)
 	return nil
@@ -452,7 +448,7 @@ FROM sys_metadata m LEFT JOIN (SELECT DISTINCT ON (key) key, revision, updated_a
   WHERE source = 'sys_metadata' ORDER BY key) r ON r.key = m.id
 WHERE m.state = 'active' ORDER BY m.id`
 	pgSelectSecret = `SELECT s.id, s.namespace, s.key, s.kms_key_id, s.alg,
-  CASE WHEN octet_length(s.ciphertext) > ` + maxCiphertextSQL + ` THEN '!' || octet_length(s.ciphertext) ELSE s.ciphertext END,
+  CASE WHEN octet_length(s.ciphertext) > ` + snapshot.MaxCiphertextSQL + ` THEN '!' || octet_length(s.ciphertext) ELSE s.ciphertext END,
   s.organization_id, s.version,
   coalesce(r.revision, 0), coalesce(r.updated_at, s.updated_at)
 FROM sys_secret s LEFT JOIN sys_reconciler_revision r ON r.source = 'sys_secret' AND r.key = s.id`
@@ -463,13 +459,13 @@ FROM sys_connector_credential c LEFT JOIN sys_reconciler_revision r ON r.source 
 // Relist implements Source: one REPEATABLE READ, read-only transaction
 // reads the active sys_metadata rows, every sys_secret and credential row;
 // its own pg_current_snapshot() is the cursor.
-func (p *PG) Relist(ctx context.Context) (Rows, Cursor, error) {
+func (p *Store) Relist(ctx context.Context) (snapshot.Rows, snapshot.Cursor, error) {
 	return p.RelistStream(ctx, nil)
 }
 
 // RelistStream implements Streamer: Relist, handing the metadata rows to
 // batch (when not nil) every streamBatch rows as they are decoded.
-func (p *PG) RelistStream(ctx context.Context, batch func(offset int, rows []MetadataRow)) (Rows, Cursor, error) {
+func (p *Store) RelistStream(ctx context.Context, batch func(offset int, rows []snapshot.MetadataRow)) (snapshot.Rows, snapshot.Cursor, error) {
 	if p.standby != nil {
 		return p.relistStandby(ctx, batch)
 	}
@@ -488,11 +484,11 @@ const streamBatch = 1024
 // journal xids at or above that snapshot's xmin (the standby's cursor
 // needs them). Errors name url and go through interpret; batch, when not
 // nil, is handed the metadata rows as they are read (RelistStream).
-func (p *PG) relistIn(ctx context.Context, pool *pgxpool.Pool, url string, seen *[]string, interpret func(op string, err error) error,
-	batch func(offset int, rows []MetadataRow)) (Rows, Cursor, error) {
+func (p *Store) relistIn(ctx context.Context, pool *pgxpool.Pool, url string, seen *[]string, interpret func(op string, err error) error,
+	batch func(offset int, rows []snapshot.MetadataRow)) (snapshot.Rows, snapshot.Cursor, error) {
 	var (
-		rows   Rows
-		c      Cursor
+		rows   snapshot.Rows
+		c      snapshot.Cursor
 		active int
 	)
 	// The active rows are counted in the transaction's snapshot, so the
@@ -519,10 +515,10 @@ FROM sys_reconciler_state WHERE id = 1`
 		return tx.SendBatch(ctx, b).Close()
 	})
 	if errors.Is(err, pgx.ErrNoRows) {
-		return Rows{}, Cursor{}, fmt.Errorf("relist %s: %w: no sys_reconciler_state row", url, ErrSchema)
+		return snapshot.Rows{}, snapshot.Cursor{}, fmt.Errorf("relist %s: %w: no sys_reconciler_state row", url, snapshot.ErrSchema)
 	}
 	if err != nil {
-		return Rows{}, Cursor{}, interpret("relist", err)
+		return snapshot.Rows{}, snapshot.Cursor{}, interpret("relist", err)
 	}
 	if pool == p.pool {
 		p.storeID.Store(c.StoreID)
@@ -557,7 +553,7 @@ func real4(p *float32) float64 {
 // queueMetadata queues a select of metadata rows (n: how many it returns,
 // or at most, when known; it sizes the slice). batch, when not nil, is
 // handed the rows every streamBatch rows and at the end.
-func queueMetadata(b *pgx.Batch, rows *Rows, n int, batch func(offset int, rows []MetadataRow), query string, args ...any) {
+func queueMetadata(b *pgx.Batch, rows *snapshot.Rows, n int, batch func(offset int, rows []snapshot.MetadataRow), query string, args ...any) {
 	b.Queue(query, args...).Query(func(r pgx.Rows) error {
 		var (
 			d   metadataDecoder
@@ -568,19 +564,19 @@ func queueMetadata(b *pgx.Batch, rows *Rows, n int, batch func(offset int, rows 
 	})
 }
 
-func queueSecrets(b *pgx.Batch, rows *Rows, query string, args ...any) {
+func queueSecrets(b *pgx.Batch, rows *snapshot.Rows, query string, args ...any) {
 	b.Queue(query, args...).Query(func(r pgx.Rows) error {
 		var err error
-		rows.Secrets, err = pgx.CollectRows(r, func(r pgx.CollectableRow) (SecretRow, error) {
+		rows.Secrets, err = pgx.CollectRows(r, func(r pgx.CollectableRow) (snapshot.SecretRow, error) {
 			var (
-				s                                  SecretRow
+				s                                  snapshot.SecretRow
 				ns, key, kms, alg, ciphertext, org *string
 				version                            *float32
 				at                                 *time.Time
 			)
 			err := r.Scan(&s.ID, &ns, &key, &kms, &alg, &ciphertext, &org, &version, &s.Revision, &at)
 			s.Namespace, s.Key, s.KMSKeyID, s.Alg, s.OrganizationID = str(ns), str(key), str(kms), str(alg), str(org)
-			s.Ciphertext, s.Withheld = ciphertextOf(str(ciphertext))
+			s.Ciphertext, s.Withheld = snapshot.CiphertextOf(str(ciphertext))
 			s.Version, s.UpdatedAt = real4(version), timeOf(at)
 			return s, err
 		})
@@ -588,11 +584,11 @@ func queueSecrets(b *pgx.Batch, rows *Rows, query string, args ...any) {
 	})
 }
 
-func queueCredentials(b *pgx.Batch, rows *Rows, query string, args ...any) {
+func queueCredentials(b *pgx.Batch, rows *snapshot.Rows, query string, args ...any) {
 	b.Queue(query, args...).Query(func(r pgx.Rows) error {
 		var err error
-		rows.Credentials, err = pgx.CollectRows(r, func(r pgx.CollectableRow) (CredentialRow, error) {
-			var c CredentialRow
+		rows.Credentials, err = pgx.CollectRows(r, func(r pgx.CollectableRow) (snapshot.CredentialRow, error) {
+			var c snapshot.CredentialRow
 			var v *string
 			err := r.Scan(&c.Ref, &v, &c.Revision, &c.UpdatedAt)
 			if v != nil {
@@ -606,31 +602,14 @@ func queueCredentials(b *pgx.Batch, rows *Rows, query string, args ...any) {
 	})
 }
 
-// splitKeys groups addresses by table.
-func splitKeys(addrs []Address) (meta, secret, cred []string, err error) {
-	for _, a := range addrs {
-		switch a.Table {
-		case TableMetadata:
-			meta = append(meta, a.Key)
-		case TableSecret:
-			secret = append(secret, a.Key)
-		case TableCredential:
-			cred = append(cred, a.Key)
-		default:
-			return nil, nil, nil, fmt.Errorf("read: unknown table %q", a.Table)
-		}
-	}
-	return meta, secret, cred, nil
-}
-
 // Read implements Source in one round trip (a batch of up to three
 // selects). Rows are returned whatever their state.
-func (p *PG) Read(ctx context.Context, addrs []Address) (Rows, error) {
-	meta, secret, cred, err := splitKeys(addrs)
+func (p *Store) Read(ctx context.Context, addrs []snapshot.Address) (snapshot.Rows, error) {
+	meta, secret, cred, err := snapshot.SplitKeys(addrs)
 	if err != nil {
-		return Rows{}, err
+		return snapshot.Rows{}, err
 	}
-	var rows Rows
+	var rows snapshot.Rows
 	b := &pgx.Batch{}
 	if len(meta) > 0 {
 		queueMetadata(b, &rows, len(meta), nil, p.selMetadata+" WHERE m.id = ANY($1) ORDER BY m.id", meta)
@@ -646,12 +625,12 @@ func (p *PG) Read(ctx context.Context, addrs []Address) (Rows, error) {
 	}
 	if p.standby != nil {
 		if err := p.standby.pool.SendBatch(ctx, b).Close(); err != nil {
-			return Rows{}, p.standbyError("read", err)
+			return snapshot.Rows{}, p.standbyError("read", err)
 		}
 		return rows, nil
 	}
 	if err := p.pool.SendBatch(ctx, b).Close(); err != nil {
-		return Rows{}, p.interpretError("read", err)
+		return snapshot.Rows{}, p.interpretError("read", err)
 	}
 	return rows, nil
 }
@@ -660,7 +639,7 @@ func (p *PG) Read(ctx context.Context, addrs []Address) (Rows, error) {
 // open one (xid below the current xmin) are deleted, so the recorded
 // horizon (the highest pruned xid) is exact. It also drops the revisions of
 // rows deleted longer ago than retention.
-func (p *PG) Prune(ctx context.Context, retention time.Duration) (int64, error) {
+func (p *Store) Prune(ctx context.Context, retention time.Duration) (int64, error) {
 	var n int64
 	err := pgx.BeginFunc(ctx, p.pool, func(tx pgx.Tx) error {
 		var got bool
@@ -700,8 +679,8 @@ WHERE r.updated_at <= now() - make_interval(secs => $1)
     ELSE false END`
 
 // Head implements Source.
-func (p *PG) Head(ctx context.Context) (Watermark, error) {
-	var w Watermark
+func (p *Store) Head(ctx context.Context) (snapshot.Watermark, error) {
+	var w snapshot.Watermark
 	var revAt *time.Time
 	err := p.pool.QueryRow(ctx, `SELECT greatest((SELECT coalesce(max(seq), 0) FROM sys_reconcile_journal), pruned_seq), now(),
   coalesce(r.revision, 0), r.updated_at
@@ -709,7 +688,7 @@ FROM sys_reconciler_state LEFT JOIN (SELECT revision, updated_at FROM sys_reconc
 WHERE id = 1`).Scan(&w.Seq, &w.At, &w.Revision, &revAt)
 	w.RevisionAt = timeOf(revAt)
 	if err != nil {
-		return Watermark{}, p.interpretError("head", err)
+		return snapshot.Watermark{}, p.interpretError("head", err)
 	}
 	return w, nil
 }
@@ -721,16 +700,8 @@ func nullTime(t time.Time) *time.Time {
 	return &t
 }
 
-func countsJSON(c map[string]int64) string {
-	if c == nil {
-		return "{}"
-	}
-	b, _ := json.Marshal(c)
-	return string(b)
-}
-
 // Heartbeat implements Source.
-func (p *PG) Heartbeat(ctx context.Context, r Replica) (string, error) {
+func (p *Store) Heartbeat(ctx context.Context, r snapshot.Replica) (string, error) {
 	var clash string
 	var clashNow bool
 	err := p.pool.QueryRow(ctx, `INSERT INTO sys_reconciler_replica AS o
@@ -746,7 +717,7 @@ ON CONFLICT (replica_id) DO UPDATE SET host = EXCLUDED.host, pid = EXCLUDED.pid,
   clash_at = CASE WHEN `+pgClash+` THEN now() ELSE o.clash_at END
 RETURNING clash, clash_at IS NOT DISTINCT FROM now()`,
 		r.ReplicaID, r.Host, r.PID, r.Version, nullTime(r.StartedAt), nullTime(r.HeartbeatAt), r.Cursor, r.CursorSeq,
-		nullTime(r.CursorAt), countsJSON(r.Counts), r.Stopped, r.LastError, nodeJSON(r.Node), r.ConvergedRevision,
+		nullTime(r.CursorAt), snapshot.EncodeCounts(r.Counts), r.Stopped, r.LastError, snapshot.NodeJSON(r.Node), r.ConvergedRevision,
 		nullTime(r.ConvergedAt), r.HeadRevision).Scan(&clash, &clashNow)
 	if err != nil {
 		return "", p.interpretError("heartbeat", err)
@@ -763,7 +734,7 @@ const pgClash = `((o.host, o.pid, o.started_at) IS DISTINCT FROM (EXCLUDED.host,
   AND NOT o.stopped AND o.heartbeat_at > EXCLUDED.started_at)`
 
 // Replicas implements Source.
-func (p *PG) Replicas(ctx context.Context) ([]Replica, error) {
+func (p *Store) Replicas(ctx context.Context) ([]snapshot.Replica, error) {
 	rows, err := p.pool.Query(ctx, `SELECT replica_id, host, pid, version, started_at, heartbeat_at, cursor, cursor_seq,
   cursor_at, counts::text, stopped, last_error, clash, clash_at, node, converged_revision, converged_at, head_revision,
   (SELECT r.updated_at FROM sys_reconciler_revision r WHERE r.revision > o.converged_revision ORDER BY r.revision LIMIT 1)
@@ -771,14 +742,14 @@ FROM sys_reconciler_replica o ORDER BY replica_id`)
 	if err != nil {
 		return nil, p.interpretError("list replicas", err)
 	}
-	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (Replica, error) {
-		var rep Replica
+	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (snapshot.Replica, error) {
+		var rep snapshot.Replica
 		var cursorAt, clashAt, convAt, unserved *time.Time
 		var counts, node string
 		err := r.Scan(&rep.ReplicaID, &rep.Host, &rep.PID, &rep.Version, &rep.StartedAt, &rep.HeartbeatAt, &rep.Cursor,
 			&rep.CursorSeq, &cursorAt, &counts, &rep.Stopped, &rep.LastError, &rep.Clash, &clashAt, &node,
 			&rep.ConvergedRevision, &convAt, &rep.HeadRevision, &unserved)
-		rep.Node = parseNode(node)
+		rep.Node = snapshot.ParseNode(node)
 		rep.ConvergedAt, rep.UnservedSince = timeOf(convAt), timeOf(unserved)
 		if cursorAt != nil {
 			rep.CursorAt = *cursorAt
@@ -786,7 +757,7 @@ FROM sys_reconciler_replica o ORDER BY replica_id`)
 		if clashAt != nil {
 			rep.ClashAt = *clashAt
 		}
-		rep.Counts = decodeCounts(counts)
+		rep.Counts = snapshot.DecodeCounts(counts)
 		return rep, err
 	})
 	if err != nil {
@@ -796,7 +767,7 @@ FROM sys_reconciler_replica o ORDER BY replica_id`)
 }
 
 // WriteDrift implements Source.
-func (p *PG) WriteDrift(ctx context.Context, replicaID string, at time.Time, report json.RawMessage) error {
+func (p *Store) WriteDrift(ctx context.Context, replicaID string, at time.Time, report json.RawMessage) error {
 	_, err := p.pool.Exec(ctx, `INSERT INTO sys_reconciler_drift (replica_id, at, report) VALUES ($1, $2, $3::text::jsonb)
 ON CONFLICT (replica_id) DO UPDATE SET at = EXCLUDED.at, report = EXCLUDED.report`, replicaID, at, string(report))
 	return p.interpretError("write drift", err)
@@ -805,7 +776,7 @@ ON CONFLICT (replica_id) DO UPDATE SET at = EXCLUDED.at, report = EXCLUDED.repor
 // Listen implements Hinter: LISTEN on a dedicated connection (not one of the
 // pool's), reconnecting with backoff, until ctx ends. It calls wake after
 // every (re)connect too, since hints may have been missed meanwhile.
-func (p *PG) Listen(ctx context.Context, wake func()) error {
+func (p *Store) Listen(ctx context.Context, wake func()) error {
 	cfg := p.pool.Config().ConnConfig.Copy()
 	retry := backoff.Policy{Base: 100 * time.Millisecond, Max: 30 * time.Second, Jitter: 0.2}
 	failures := 0
@@ -823,7 +794,7 @@ func (p *PG) Listen(ctx context.Context, wake func()) error {
 	}
 }
 
-func (p *PG) listenOnce(ctx context.Context, cfg *pgx.ConnConfig, wake, connected func()) error {
+func (p *Store) listenOnce(ctx context.Context, cfg *pgx.ConnConfig, wake, connected func()) error {
 	conn, err := pgx.ConnectConfig(ctx, cfg)
 	if err != nil {
 		return err
@@ -848,11 +819,11 @@ func (p *PG) listenOnce(ctx context.Context, cfg *pgx.ConnConfig, wake, connecte
 
 // AcquireLease implements Leaser: one upsert, so concurrent callers race
 // on the row and exactly one wins.
-func (p *PG) AcquireLease(ctx context.Context, name, holder string, ttl time.Duration) (Lease, error) {
-	if err := validLease(name, holder, ttl); err != nil {
-		return Lease{}, err
+func (p *Store) AcquireLease(ctx context.Context, name, holder string, ttl time.Duration) (snapshot.Lease, error) {
+	if err := snapshot.CheckLease(name, holder, ttl); err != nil {
+		return snapshot.Lease{}, err
 	}
-	l := Lease{Name: name}
+	l := snapshot.Lease{Name: name}
 	err := p.pool.QueryRow(ctx, `INSERT INTO sys_reconciler_lease AS l (name, holder, token, acquired_at, expires_at)
 VALUES ($1, $2, 1, clock_timestamp(), clock_timestamp() + make_interval(secs => $3))
 ON CONFLICT (name) DO UPDATE SET holder = EXCLUDED.holder,
@@ -864,43 +835,43 @@ RETURNING holder, token, acquired_at, expires_at`, name, holder, ttl.Seconds()).
 	if errors.Is(err, pgx.ErrNoRows) {
 		cur, _, _, rerr := p.ReadLease(ctx, name)
 		if rerr != nil {
-			return Lease{}, rerr
+			return snapshot.Lease{}, rerr
 		}
-		return Lease{}, &LeaseHeldError{Lease: cur}
+		return snapshot.Lease{}, &snapshot.LeaseHeldError{Lease: cur}
 	}
 	if err != nil {
-		return Lease{}, p.interpretError("acquire lease "+name, err)
+		return snapshot.Lease{}, p.interpretError("acquire lease "+name, err)
 	}
 	return l, nil
 }
 
 // RenewLease implements Leaser.
-func (p *PG) RenewLease(ctx context.Context, l Lease, ttl time.Duration) (Lease, error) {
-	if err := validLease(l.Name, l.Holder, ttl); err != nil {
-		return Lease{}, err
+func (p *Store) RenewLease(ctx context.Context, l snapshot.Lease, ttl time.Duration) (snapshot.Lease, error) {
+	if err := snapshot.CheckLease(l.Name, l.Holder, ttl); err != nil {
+		return snapshot.Lease{}, err
 	}
 	err := p.pool.QueryRow(ctx, `UPDATE sys_reconciler_lease SET expires_at = clock_timestamp() + make_interval(secs => $4)
 WHERE name = $1 AND holder = $2 AND token = $3 AND expires_at > clock_timestamp()
 RETURNING expires_at`, l.Name, l.Holder, l.Token, ttl.Seconds()).Scan(&l.ExpiresAt)
 	if errors.Is(err, pgx.ErrNoRows) {
-		return Lease{}, fmt.Errorf("renew lease %s of %s: %w", l.Name, l.Holder, ErrLeaseLost)
+		return snapshot.Lease{}, fmt.Errorf("renew lease %s of %s: %w", l.Name, l.Holder, snapshot.ErrLeaseLost)
 	}
 	if err != nil {
-		return Lease{}, p.interpretError("renew lease "+l.Name, err)
+		return snapshot.Lease{}, p.interpretError("renew lease "+l.Name, err)
 	}
 	return l, nil
 }
 
 // ReleaseLease implements Leaser.
-func (p *PG) ReleaseLease(ctx context.Context, l Lease) error {
+func (p *Store) ReleaseLease(ctx context.Context, l snapshot.Lease) error {
 	_, err := p.pool.Exec(ctx, `UPDATE sys_reconciler_lease SET expires_at = clock_timestamp()
 WHERE name = $1 AND holder = $2 AND token = $3 AND expires_at > clock_timestamp()`, l.Name, l.Holder, l.Token)
 	return p.interpretError("release lease "+l.Name, err)
 }
 
 // ReadLease implements Leaser.
-func (p *PG) ReadLease(ctx context.Context, name string) (Lease, bool, time.Time, error) {
-	l := Lease{Name: name}
+func (p *Store) ReadLease(ctx context.Context, name string) (snapshot.Lease, bool, time.Time, error) {
+	l := snapshot.Lease{Name: name}
 	var now time.Time
 	var holder *string
 	var token *int64
@@ -908,10 +879,10 @@ func (p *PG) ReadLease(ctx context.Context, name string) (Lease, bool, time.Time
 	err := p.pool.QueryRow(ctx, `SELECT l.holder, l.token, l.acquired_at, l.expires_at, clock_timestamp()
 FROM (SELECT 1) one LEFT JOIN sys_reconciler_lease l ON l.name = $1`, name).Scan(&holder, &token, &acq, &exp, &now)
 	if err != nil {
-		return Lease{}, false, time.Time{}, p.interpretError("read lease "+name, err)
+		return snapshot.Lease{}, false, time.Time{}, p.interpretError("read lease "+name, err)
 	}
 	if holder == nil {
-		return Lease{}, false, now, nil
+		return snapshot.Lease{}, false, now, nil
 	}
 	l.Holder, l.Token, l.AcquiredAt, l.ExpiresAt = *holder, *token, *acq, *exp
 	return l, true, now, nil
@@ -923,7 +894,7 @@ FROM (SELECT 1) one LEFT JOIN sys_reconciler_lease l ON l.name = $1`, name).Scan
 // the platform's tables in a database no node uses (a wrong store.url)
 // and the sidecar would run green doing nothing. An empty database, or
 // one with sys_metadata, passes.
-func (p *PG) CheckPlatform(ctx context.Context) error {
+func (p *Store) CheckPlatform(ctx context.Context) error {
 	var (
 		db     string
 		has    bool
@@ -951,12 +922,12 @@ func (p *PG) CheckPlatform(ctx context.Context) error {
 	}
 	return fmt.Errorf("database %q of %s holds %d tables (%s%s) but no sys_metadata: %w; "+
 		"point store.url at the nodes' database (their OS_DATABASE_URL), or run `reconciler migrate --create-platform-tables` to create the platform's tables here",
-		db, p.url, n, strings.Join(others, ", "), more, ErrNotPlatform)
+		db, p.url, n, strings.Join(others, ", "), more, snapshot.ErrNotPlatform)
 }
 
 // Columns implements Catalog: the table as the nodes' unqualified name
 // finds it (the search path's first schema that has it).
-func (p *PG) Columns(ctx context.Context, table string) ([]string, bool, error) {
+func (p *Store) Columns(ctx context.Context, table string) ([]string, bool, error) {
 	var (
 		exists bool
 		cols   []string
@@ -972,8 +943,8 @@ FROM (SELECT to_regclass(quote_ident($1)) AS oid) c`, table).Scan(&exists, &cols
 
 // MetadataNamed implements Catalog (on the primary: it checks what a
 // write just did).
-func (p *PG) MetadataNamed(ctx context.Context, typ, name string) ([]MetadataRow, error) {
-	var rows Rows
+func (p *Store) MetadataNamed(ctx context.Context, typ, name string) ([]snapshot.MetadataRow, error) {
+	var rows snapshot.Rows
 	b := &pgx.Batch{}
 	queueMetadata(b, &rows, 1, nil, p.selMetadata+" WHERE m.type = $1 AND m.name = $2 ORDER BY m.id", typ, name)
 	if err := p.pool.SendBatch(ctx, b).Close(); err != nil {

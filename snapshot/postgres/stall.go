@@ -1,4 +1,4 @@
-package snapshot
+package postgres
 
 import (
 	"context"
@@ -7,6 +7,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/objectstack-fleet/reconciler/snapshot"
 )
 
 // The stall check is one statement on the primary (a fleet runs one every
@@ -46,11 +48,11 @@ FROM (SELECT array_agg(pid ORDER BY xact_start) AS pids,
 // standby, one more there for its replay state), or in none when the
 // latest poll already answers (stallGate.answer): a fleet's checks then
 // cost the server nothing while no write is held back.
-func (p *PG) Stall(ctx context.Context, cur Cursor, minAge time.Duration) (Stall, error) {
+func (p *Store) Stall(ctx context.Context, cur snapshot.Cursor, minAge time.Duration) (snapshot.Stall, error) {
 	if st, ok := p.stallGate.answer(cur, minAge, p.standby != nil, time.Now()); ok {
 		return st, nil
 	}
-	var st Stall
+	var st snapshot.Stall
 	snap := cur.Snapshot
 	if snap == "" {
 		snap = "1:1:"
@@ -69,10 +71,10 @@ func (p *PG) Stall(ctx context.Context, cur Cursor, minAge time.Duration) (Stall
 	err := p.pool.QueryRow(ctx, q, snap, seenList(cur.Seen), minAge.Seconds(), p.stallGate.before(checked, minAge), minAge <= 0).
 		Scan(&st.Pending, &xmax, &lsn, &pids, &ages, &states, &apps)
 	if err != nil {
-		return Stall{}, p.interpretError("stall", err)
+		return snapshot.Stall{}, p.interpretError("stall", err)
 	}
 	for i := range pids {
-		st.Blockers = append(st.Blockers, Blocker{PID: int(pids[i]), XactAge: time.Duration(ages[i] * float64(time.Second)),
+		st.Blockers = append(st.Blockers, snapshot.Blocker{PID: int(pids[i]), XactAge: time.Duration(ages[i] * float64(time.Second)),
 			State: states[i], App: apps[i]})
 	}
 	if p.standby != nil {
@@ -104,7 +106,7 @@ type stallGate struct {
 	check struct {
 		at   time.Time
 		xmax uint64 // the primary's snapshot xmax then
-		st   Stall
+		st   snapshot.Stall
 		ok   bool
 	}
 }
@@ -132,39 +134,39 @@ const maxXmaxSamples = 64
 //     standby caught up.
 //
 // minAge ≤ 0 (name every open writer now) always needs the statement.
-func (g *stallGate) answer(cur Cursor, minAge time.Duration, standby bool, now time.Time) (Stall, bool) {
+func (g *stallGate) answer(cur snapshot.Cursor, minAge time.Duration, standby bool, now time.Time) (snapshot.Stall, bool) {
 	if minAge <= 0 || cur.Snapshot == "" {
-		return Stall{}, false
+		return snapshot.Stall{}, false
 	}
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	if cur.Snapshot != g.poll.snapshot {
-		return Stall{}, false
+		return snapshot.Stall{}, false
 	}
 	snap, err := parseSnapshot(cur.Snapshot)
 	if err != nil {
-		return Stall{}, false
+		return snapshot.Stall{}, false
 	}
 	if !standby {
 		gate := g.beforeLocked(g.poll.at, minAge)
 		for x := range strings.SplitSeq(snapshotXip(cur.Snapshot), ",") {
 			if v, err := strconv.ParseUint(x, 10, 64); x != "" && (err != nil || v < gate) {
-				return Stall{}, false
+				return snapshot.Stall{}, false
 			}
 		}
-		return Stall{}, true
+		return snapshot.Stall{}, true
 	}
 	c := g.check
 	if !c.ok || !quiet(c.st) || now.Sub(c.at) >= standbyStallKeepalive || snap.xmax < c.xmax {
-		return Stall{}, false
+		return snapshot.Stall{}, false
 	}
-	return Stall{Standby: &Standby{}}, true
+	return snapshot.Stall{Standby: &snapshot.Standby{}}, true
 }
 
 // quiet reports whether a check found nothing held back: no entry
 // pending, no blocker, the standby (if any) asked, replaying, not
 // promoted. Replay lag without pending entries is not a stall.
-func quiet(st Stall) bool {
+func quiet(st snapshot.Stall) bool {
 	return st.Pending == 0 && len(st.Blockers) == 0 &&
 		(st.Standby == nil || (st.Standby.Error == "" && !st.Standby.ReplayPaused && !st.Standby.Promoted))
 }
@@ -178,7 +180,7 @@ func snapshotXip(s string) string {
 
 // polled records a successful poll's cursor; onPrimary adds its xmax to
 // the history.
-func (g *stallGate) polled(at time.Time, c Cursor, onPrimary bool) {
+func (g *stallGate) polled(at time.Time, c snapshot.Cursor, onPrimary bool) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	g.poll.snapshot, g.poll.at = c.Snapshot, at
@@ -191,7 +193,7 @@ func (g *stallGate) polled(at time.Time, c Cursor, onPrimary bool) {
 }
 
 // checked records a stall check: the primary's xmax it saw, and its result.
-func (g *stallGate) checked(at time.Time, xmax string, st Stall) {
+func (g *stallGate) checked(at time.Time, xmax string, st snapshot.Stall) {
 	v, err := strconv.ParseUint(xmax, 10, 64)
 	if err != nil {
 		return

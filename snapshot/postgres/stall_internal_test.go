@@ -1,9 +1,12 @@
-package snapshot
+package postgres
 
 import (
 	"context"
+	"strconv"
 	"testing"
 	"time"
+
+	"github.com/objectstack-fleet/reconciler/snapshot"
 )
 
 // A stall check right after a poll whose snapshot lists no transaction
@@ -35,9 +38,9 @@ func TestStallAfterQuietPollSendsNothing(t *testing.T) {
 	if n := qc.n.Load(); n != 0 {
 		t.Fatalf("stall after a quiet poll sent %d statements, want 0", n)
 	}
-	for name, call := range map[string]func() (Stall, error){
-		"another cursor": func() (Stall, error) { return p.Stall(ctx, c, time.Second) },
-		"minAge 0":       func() (Stall, error) { return p.Stall(ctx, polled, 0) },
+	for name, call := range map[string]func() (snapshot.Stall, error){
+		"another cursor": func() (snapshot.Stall, error) { return p.Stall(ctx, c, time.Second) },
+		"minAge 0":       func() (snapshot.Stall, error) { return p.Stall(ctx, polled, 0) },
 	} {
 		qc.n.Store(0)
 		if _, err := call(); err != nil {
@@ -55,25 +58,25 @@ func TestStallAfterQuietPollSendsNothing(t *testing.T) {
 func TestStallGateStandby(t *testing.T) {
 	t.Parallel()
 	now := time.Now()
-	cur := func(xmax int) Cursor {
-		return Cursor{StoreID: "s", Snapshot: itoa(int64(xmax)) + ":" + itoa(int64(xmax)) + ":"}
+	cur := func(xmax int) snapshot.Cursor {
+		return snapshot.Cursor{StoreID: "s", Snapshot: strconv.FormatInt(int64(xmax), 10) + ":" + strconv.FormatInt(int64(xmax), 10) + ":"}
 	}
 	for _, tc := range []struct {
 		name     string
-		check    Stall
+		check    snapshot.Stall
 		checkAge time.Duration
-		polled   Cursor
-		asked    Cursor
+		polled   snapshot.Cursor
+		asked    snapshot.Cursor
 		want     bool
 	}{
-		{"quiet, replayed past it", Stall{Standby: &Standby{ReplayLagBytes: 10}}, time.Second, cur(120), cur(120), true},
-		{"quiet, standby not there yet", Stall{Standby: &Standby{}}, time.Second, cur(90), cur(90), false},
-		{"quiet but old", Stall{Standby: &Standby{}}, standbyStallKeepalive, cur(120), cur(120), false},
-		{"entries pending", Stall{Pending: 1, Standby: &Standby{}}, time.Second, cur(120), cur(120), false},
-		{"replay paused", Stall{Standby: &Standby{ReplayPaused: true}}, time.Second, cur(120), cur(120), false},
-		{"standby not asked", Stall{Standby: &Standby{Error: "down"}}, time.Second, cur(120), cur(120), false},
-		{"a blocker", Stall{Blockers: []Blocker{{PID: 1}}, Standby: &Standby{}}, time.Second, cur(120), cur(120), false},
-		{"not the latest poll's cursor", Stall{Standby: &Standby{}}, time.Second, cur(120), cur(110), false},
+		{"quiet, replayed past it", snapshot.Stall{Standby: &snapshot.Standby{ReplayLagBytes: 10}}, time.Second, cur(120), cur(120), true},
+		{"quiet, standby not there yet", snapshot.Stall{Standby: &snapshot.Standby{}}, time.Second, cur(90), cur(90), false},
+		{"quiet but old", snapshot.Stall{Standby: &snapshot.Standby{}}, standbyStallKeepalive, cur(120), cur(120), false},
+		{"entries pending", snapshot.Stall{Pending: 1, Standby: &snapshot.Standby{}}, time.Second, cur(120), cur(120), false},
+		{"replay paused", snapshot.Stall{Standby: &snapshot.Standby{ReplayPaused: true}}, time.Second, cur(120), cur(120), false},
+		{"standby not asked", snapshot.Stall{Standby: &snapshot.Standby{Error: "down"}}, time.Second, cur(120), cur(120), false},
+		{"a blocker", snapshot.Stall{Blockers: []snapshot.Blocker{{PID: 1}}, Standby: &snapshot.Standby{}}, time.Second, cur(120), cur(120), false},
+		{"not the latest poll's cursor", snapshot.Stall{Standby: &snapshot.Standby{}}, time.Second, cur(120), cur(110), false},
 	} {
 		var g stallGate
 		g.checked(now.Add(-tc.checkAge), "100", tc.check)
@@ -82,7 +85,7 @@ func TestStallGateStandby(t *testing.T) {
 		if ok != tc.want {
 			t.Errorf("%s: answered %v, want %v", tc.name, ok, tc.want)
 		}
-		if ok && (st.Standby == nil || *st.Standby != (Standby{})) {
+		if ok && (st.Standby == nil || *st.Standby != (snapshot.Standby{})) {
 			t.Errorf("%s: answer %+v, want the standby caught up", tc.name, st.Standby)
 		}
 	}
@@ -95,7 +98,7 @@ func TestStallGateHistorySpans(t *testing.T) {
 	var g stallGate
 	t0 := time.Now()
 	for i := range 1000 {
-		g.polled(t0.Add(time.Duration(i)*10*time.Millisecond), Cursor{Snapshot: itoa(int64(i+1)) + ":" + itoa(int64(i+1)) + ":"}, true)
+		g.polled(t0.Add(time.Duration(i)*10*time.Millisecond), snapshot.Cursor{Snapshot: strconv.FormatInt(int64(i+1), 10) + ":" + strconv.FormatInt(int64(i+1), 10) + ":"}, true)
 	}
 	end := t0.Add(999 * 10 * time.Millisecond)
 	if x := g.before(end, 5*time.Second); x == "0" {

@@ -1,4 +1,4 @@
-package snapshot
+package postgres
 
 import (
 	"context"
@@ -11,6 +11,8 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/objectstack-fleet/reconciler/internal/testdb"
+
+	"github.com/objectstack-fleet/reconciler/snapshot"
 )
 
 // TestMetadataDecoderMatchesScan: every row metadataDecoder decodes itself
@@ -21,7 +23,7 @@ func TestMetadataDecoderMatchesScan(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	url := testdb.New(t)
-	p, err := newPG(url, OpenOptions{MaxBodyBytes: 16}, nil)
+	p, err := newPG(url, snapshot.OpenOptions{MaxBodyBytes: 16}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -72,7 +74,7 @@ func TestMetadataDecoderMatchesScan(t *testing.T) {
 		if !rawMetadata(rows.FieldDescriptions()) {
 			t.Fatalf("result not decodable: %+v", rows.FieldDescriptions())
 		}
-		var got, want MetadataRow
+		var got, want snapshot.MetadataRow
 		if err := scanMetadata(rows, &want); err != nil {
 			t.Fatalf("scan: %v", err)
 		}
@@ -109,8 +111,8 @@ func TestRelistDecodesAnyExecMode(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	url := testdb.New(t)
-	open := func(u string) *PG {
-		p, err := newPG(u, OpenOptions{}, nil)
+	open := func(u string) *Store {
+		p, err := newPG(u, snapshot.OpenOptions{}, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -165,7 +167,7 @@ FROM generate_series(1, 300) g`); err != nil {
 	if _, err := p.pool.Exec(ctx, `UPDATE sys_reconciler_revision SET updated_at = 'infinity' WHERE key = 'm7'`); err != nil {
 		t.Fatal(err)
 	}
-	for _, s := range []*PG{p, simple} {
+	for _, s := range []*Store{p, simple} {
 		if _, _, err := s.Relist(ctx); err == nil {
 			t.Errorf("relist of an infinite updated_at: no error")
 		}

@@ -1,4 +1,4 @@
-package snapshot
+package postgres
 
 import (
 	"bytes"
@@ -9,6 +9,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/objectstack-fleet/reconciler/snapshot"
 )
 
 // The PostgreSQL type OIDs of pgSelectMetadata's columns.
@@ -61,14 +63,14 @@ type metadataDecoder struct {
 }
 
 // decode reads the current row of r into m, a zero MetadataRow.
-func (d *metadataDecoder) decode(r pgx.CollectableRow, m *MetadataRow) error {
+func (d *metadataDecoder) decode(r pgx.CollectableRow, m *snapshot.MetadataRow) error {
 	if !d.checked {
 		d.checked, d.raw = true, rawMetadata(r.FieldDescriptions())
 	}
 	if d.raw && d.decodeRaw(r.RawValues(), m) {
 		return nil
 	}
-	*m = MetadataRow{}
+	*m = snapshot.MetadataRow{}
 	return scanMetadata(r, m)
 }
 
@@ -92,7 +94,7 @@ func rawMetadata(fds []pgconn.FieldDescription) bool {
 
 // decodeRaw decodes the wire values v of one row into m, or reports false
 // (m partly written) for a value scanMetadata must read.
-func (d *metadataDecoder) decodeRaw(v [][]byte, m *MetadataRow) bool {
+func (d *metadataDecoder) decodeRaw(v [][]byte, m *snapshot.MetadataRow) bool {
 	if len(v) != len(metadataColumns) || v[0] == nil || len(v[9]) != 8 || len(v[10]) != 8 ||
 		(v[7] != nil && len(v[7]) != 4) || (len(v[11]) != 4 && len(v[11]) != 8) {
 		return false
@@ -149,7 +151,7 @@ func timestamptz(us int64) (t time.Time, ok bool) {
 
 // scanMetadata reads the current row of r into m through pgx's Scan: the
 // reference decoding, for results metadataDecoder does not decode itself.
-func scanMetadata(r pgx.CollectableRow, m *MetadataRow) error {
+func scanMetadata(r pgx.CollectableRow, m *snapshot.MetadataRow) error {
 	var (
 		typ, name, org, pkg, state, body, csum *string
 		version                                *float32

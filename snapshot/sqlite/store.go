@@ -1,4 +1,4 @@
-package snapshot
+package sqlite
 
 import (
 	"context"
@@ -14,15 +14,16 @@ import (
 	"strings"
 	"time"
 
-	"modernc.org/sqlite"
+	sqlitedrv "modernc.org/sqlite"
 	sqlite3 "modernc.org/sqlite/lib"
 
 	"github.com/objectstack-fleet/reconciler/secret"
+	"github.com/objectstack-fleet/reconciler/snapshot"
 )
 
-// SQLite is the embedded store (pure Go, no cgo). One writer at a time
+// Store is the embedded SQLite store (pure Go, no cgo). One writer at a time
 // makes journal seq order commit order, so its cursor is the seq.
-type SQLite struct {
+type Store struct {
 	db   *sql.DB
 	path string
 	url  string
@@ -31,22 +32,26 @@ type SQLite struct {
 	selMetadata string
 }
 
-var _ Store = (*SQLite)(nil)
+var (
+	_ snapshot.Store            = (*Store)(nil)
+	_ snapshot.Catalog          = (*Store)(nil)
+	_ snapshot.CredentialOwners = (*Store)(nil)
+)
 
-//go:embed migrations/sqlite
+//go:embed migrations
 var sqliteMigrations embed.FS
 
 // sqliteSchema is the SQLite store's migrations.
-var sqliteSchema = NewSchema("sqlite", mustSub(sqliteMigrations, "migrations/sqlite"))
+var sqliteSchema = snapshot.NewSchema("sqlite", sqliteMigrations, "migrations")
 
 func init() {
-	Register(Backend{
+	snapshot.Register(snapshot.Backend{
 		Kind:     "sqlite",
 		Schemes:  []string{"sqlite"},
 		Form:     "sqlite://PATH",
 		CheckURL: checkSQLiteURL,
 		Schema:   sqliteSchema,
-		Open: func(rawURL string, opts OpenOptions) (Store, error) {
+		Open: func(rawURL string, opts snapshot.OpenOptions) (snapshot.Store, error) {
 			s, err := newSQLite(rawURL, opts)
 			if err != nil {
 				return nil, err
@@ -59,7 +64,7 @@ func init() {
 // checkSQLiteURL is store.url's check of a SQLite URL: a file path, no
 // query.
 func checkSQLiteURL(s string) error {
-	if _, err := SQLitePath(s); err != nil {
+	if _, err := Path(s); err != nil {
 		return errors.New("want sqlite://rel/path.db or sqlite:///abs/path.db (no query)")
 	}
 	return nil
@@ -70,28 +75,28 @@ func checkSQLiteURL(s string) error {
 // they compare as strings.
 const sqliteTime = "2006-01-02T15:04:05.000Z"
 
-// SQLitePath returns the file path of a sqlite:// URL: sqlite://rel/path.db
+// Path returns the file path of a sqlite:// URL: sqlite://rel/path.db
 // is relative to the working directory, sqlite:///abs/path.db absolute.
-func SQLitePath(rawURL string) (string, error) {
+func Path(rawURL string) (string, error) {
 	rest, ok := strings.CutPrefix(rawURL, "sqlite://")
 	if !ok {
-		return "", badURL(rawURL, "not a sqlite:// url")
+		return "", snapshot.BadURL(rawURL, "not a sqlite:// url")
 	}
 	if i := strings.IndexAny(rest, "?#"); i >= 0 {
-		return "", badURL(rawURL, "sqlite urls take no query or fragment")
+		return "", snapshot.BadURL(rawURL, "sqlite urls take no query or fragment")
 	}
 	p, err := url.PathUnescape(rest)
 	if err != nil {
-		return "", badURL(rawURL, err.Error())
+		return "", snapshot.BadURL(rawURL, err.Error())
 	}
 	if p == "" || p == "/" {
-		return "", badURL(rawURL, "missing database file path (want sqlite://rel/path.db or sqlite:///abs/path.db)")
+		return "", snapshot.BadURL(rawURL, "missing database file path (want sqlite://rel/path.db or sqlite:///abs/path.db)")
 	}
 	return p, nil
 }
 
-func newSQLite(rawURL string, opts OpenOptions) (*SQLite, error) {
-	p, err := SQLitePath(rawURL)
+func newSQLite(rawURL string, opts snapshot.OpenOptions) (*Store, error) {
+	p, err := Path(rawURL)
 	if err != nil {
 		return nil, err
 	}
@@ -99,60 +104,60 @@ func newSQLite(rawURL string, opts OpenOptions) (*SQLite, error) {
 		"?_pragma=busy_timeout(30000)&_pragma=journal_mode(WAL)&_pragma=synchronous(NORMAL)"
 	db, err := sql.Open("sqlite", dsn) // no I/O until first use
 	if err != nil {
-		return nil, badURL(rawURL, err.Error())
+		return nil, snapshot.BadURL(rawURL, err.Error())
 	}
 	db.SetMaxOpenConns(8)
 	db.SetMaxIdleConns(4)
-	return &SQLite{db: db, path: p, url: rawURL, log: logger(opts),
-		selMetadata: selectBody(sqSelectMetadata, "length(CAST(m.metadata AS BLOB))", opts.MaxBodyBytes, opts.MaxTotalBytes)}, nil
+	return &Store{db: db, path: p, url: rawURL, log: opts.Log(),
+		selMetadata: snapshot.SelectBody(sqSelectMetadata, "length(CAST(m.metadata AS BLOB))", opts.MaxBodyBytes, opts.MaxTotalBytes)}, nil
 }
 
 // Kind implements Store.
-func (s *SQLite) Kind() string { return "sqlite" }
+func (s *Store) Kind() string { return "sqlite" }
 
 // Close implements Source.
-func (s *SQLite) Close() { _ = s.db.Close() }
+func (s *Store) Close() { _ = s.db.Close() }
 
 // interpretError maps a sqlite error to the package's sentinels; it is the
 // only place that looks at sqlite error types.
-func (s *SQLite) interpretError(op string, err error) error {
+func (s *Store) interpretError(op string, err error) error {
 	if err == nil {
 		return nil
 	}
-	e := &storeError{op: op, url: s.url, msg: err.Error()}
-	var se *sqlite.Error
+	e := &snapshot.StoreError{Op: op, URL: s.url, Msg: err.Error()}
+	var se *sqlitedrv.Error
 	switch {
 	case errors.Is(err, context.Canceled):
-		e.ctxErr = context.Canceled
+		e.Cause = context.Canceled
 	case errors.Is(err, context.DeadlineExceeded):
-		e.sentinel, e.ctxErr = ErrUnavailable, context.DeadlineExceeded
+		e.Sentinel, e.Cause = snapshot.ErrUnavailable, context.DeadlineExceeded
 	case errors.As(err, &se):
 		msg := se.Error()
 		switch se.Code() & 0xff {
 		case sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED, sqlite3.SQLITE_CANTOPEN, sqlite3.SQLITE_IOERR,
 			sqlite3.SQLITE_READONLY, sqlite3.SQLITE_FULL, sqlite3.SQLITE_NOTADB, sqlite3.SQLITE_CORRUPT,
 			sqlite3.SQLITE_PERM, sqlite3.SQLITE_AUTH:
-			e.sentinel = ErrUnavailable
+			e.Sentinel = snapshot.ErrUnavailable
 		default:
 			if strings.Contains(msg, "no such table") || strings.Contains(msg, "no such column") {
-				e.sentinel = ErrSchema
-				e.msg += ": run `reconciler migrate`"
+				e.Sentinel = snapshot.ErrSchema
+				e.Msg += ": run `reconciler migrate`"
 			}
 		}
 	case errors.Is(err, sql.ErrConnDone), strings.Contains(err.Error(), "database is closed"):
-		e.sentinel = ErrUnavailable
+		e.Sentinel = snapshot.ErrUnavailable
 	}
 	return e
 }
 
 // Ping implements Store.
-func (s *SQLite) Ping(ctx context.Context) error {
+func (s *Store) Ping(ctx context.Context) error {
 	return s.interpretError("ping", s.db.PingContext(ctx))
 }
 
 // writeTx runs f in a BEGIN IMMEDIATE transaction (the write lock up front,
 // so no upgrade deadlock).
-func (s *SQLite) writeTx(ctx context.Context, f func(c *sql.Conn) error) (err error) {
+func (s *Store) writeTx(ctx context.Context, f func(c *sql.Conn) error) (err error) {
 	c, err := s.db.Conn(ctx)
 	if err != nil {
 		return err
@@ -174,7 +179,7 @@ func (s *SQLite) writeTx(ctx context.Context, f func(c *sql.Conn) error) (err er
 }
 
 // Migrate implements Store: Schema.Migrate in one write transaction.
-func (s *SQLite) Migrate(ctx context.Context) error {
+func (s *Store) Migrate(ctx context.Context) error {
 	err := s.writeTx(ctx, func(c *sql.Conn) error {
 		return sqliteSchema.Migrate(ctx, sqliteMigrateTx{c}, s.log)
 	})
@@ -183,7 +188,7 @@ func (s *SQLite) Migrate(ctx context.Context) error {
 
 // AutoMigrates implements Store: a SQLite store is a local file of this
 // process's, migrated at every start.
-func (s *SQLite) AutoMigrates() bool { return true }
+func (s *Store) AutoMigrates() bool { return true }
 
 // sqliteMigrateTx is Migrate's transaction as Schema.Migrate uses it.
 type sqliteMigrateTx struct{ c *sql.Conn }
@@ -198,7 +203,7 @@ func (m sqliteMigrateTx) Applied(ctx context.Context) ([]int, error) {
 		func(r *sql.Rows) (v int, err error) { return v, r.Scan(&v) })
 }
 
-func (m sqliteMigrateTx) TableExists(ctx context.Context, t Table) (bool, error) {
+func (m sqliteMigrateTx) TableExists(ctx context.Context, t snapshot.Table) (bool, error) {
 	var n int
 	err := m.c.QueryRowContext(ctx, "SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = ?", string(t)).Scan(&n)
 	return n > 0, err
@@ -234,7 +239,7 @@ WHERE NOT EXISTS (SELECT 1 FROM sys_reconciler_revision r WHERE r.source = t.sou
 
 // CheckSchema implements Store: the schema version and the row triggers
 // on the source tables.
-func (s *SQLite) CheckSchema(ctx context.Context) error {
+func (s *Store) CheckSchema(ctx context.Context) error {
 	want, err := sqliteSchema.Triggers()
 	if err != nil {
 		return err
@@ -264,15 +269,15 @@ func (s *SQLite) CheckSchema(ctx context.Context) error {
 			missing = append(missing, n)
 		}
 	}
-	return CheckTriggers(s.url, missing)
+	return snapshot.CheckTriggers(s.url, missing)
 }
 
 const sqliteHead = `max(coalesce((SELECT max(seq) FROM sys_reconcile_journal), 0), st.pruned_seq)`
 
 // Poll implements Source with one statement (one consistent read).
-func (s *SQLite) Poll(ctx context.Context, cur Cursor) ([]Address, Cursor, error) {
+func (s *Store) Poll(ctx context.Context, cur snapshot.Cursor) ([]snapshot.Address, snapshot.Cursor, error) {
 	if cur.IsZero() {
-		return nil, cur, fmt.Errorf("poll %s: %w (no cursor yet)", s.url, ErrCursorExpired)
+		return nil, cur, fmt.Errorf("poll %s: %w (no cursor yet)", s.url, snapshot.ErrCursorExpired)
 	}
 	rows, err := s.db.QueryContext(ctx, `SELECT st.store_id, st.pruned_seq, `+sqliteHead+`,
   strftime('%Y-%m-%dT%H:%M:%fZ', 'now'), j.source, j.key
@@ -283,7 +288,7 @@ WHERE st.id = 1 ORDER BY j.seq`, cur.Seq)
 	}
 	defer rows.Close()
 	var (
-		addrs        []Address
+		addrs        []snapshot.Address
 		storeID, at  string
 		pruned, head int64
 		source, key  sql.NullString
@@ -295,7 +300,7 @@ WHERE st.id = 1 ORDER BY j.seq`, cur.Seq)
 		}
 		n++
 		if source.Valid {
-			addrs = append(addrs, Address{Table: Table(source.String), Key: key.String})
+			addrs = append(addrs, snapshot.Address{Table: snapshot.Table(source.String), Key: key.String})
 		}
 	}
 	if err := rows.Err(); err != nil {
@@ -303,15 +308,15 @@ WHERE st.id = 1 ORDER BY j.seq`, cur.Seq)
 	}
 	switch {
 	case n == 0:
-		return nil, cur, fmt.Errorf("poll %s: %w: no sys_reconciler_state row", s.url, ErrSchema)
+		return nil, cur, fmt.Errorf("poll %s: %w: no sys_reconciler_state row", s.url, snapshot.ErrSchema)
 	case storeID != cur.StoreID:
-		return nil, cur, fmt.Errorf("poll %s: %w: store id %s, cursor's %s", s.url, ErrCursorRegressed, storeID, cur.StoreID)
+		return nil, cur, fmt.Errorf("poll %s: %w: store id %s, cursor's %s", s.url, snapshot.ErrCursorRegressed, storeID, cur.StoreID)
 	case cur.Seq > head:
-		return nil, cur, fmt.Errorf("poll %s: %w: journal head %d behind cursor seq %d", s.url, ErrCursorRegressed, head, cur.Seq)
+		return nil, cur, fmt.Errorf("poll %s: %w: journal head %d behind cursor seq %d", s.url, snapshot.ErrCursorRegressed, head, cur.Seq)
 	case pruned > cur.Seq:
-		return nil, cur, fmt.Errorf("poll %s: %w: pruned up to seq %d, cursor %s", s.url, ErrCursorExpired, pruned, cur)
+		return nil, cur, fmt.Errorf("poll %s: %w: pruned up to seq %d, cursor %s", s.url, snapshot.ErrCursorExpired, pruned, cur)
 	}
-	return addrs, Cursor{StoreID: storeID, Seq: head, At: parseSQLiteTime(at)}, nil
+	return addrs, snapshot.Cursor{StoreID: storeID, Seq: head, At: parseSQLiteTime(at)}, nil
 }
 
 func parseSQLiteTime(s string) time.Time {
@@ -328,7 +333,7 @@ const (
   m.checksum, coalesce(r.revision, 0), coalesce(r.updated_at, m.updated_at), %[2]s
 FROM sys_metadata m LEFT JOIN sys_reconciler_revision r ON r.source = 'sys_metadata' AND r.key = m.id`
 	sqSelectSecret = `SELECT s.id, s.namespace, s.key, s.kms_key_id, s.alg,
-  CASE WHEN length(CAST(s.ciphertext AS BLOB)) > ` + maxCiphertextSQL + ` THEN '!' || length(CAST(s.ciphertext AS BLOB)) ELSE s.ciphertext END,
+  CASE WHEN length(CAST(s.ciphertext AS BLOB)) > ` + snapshot.MaxCiphertextSQL + ` THEN '!' || length(CAST(s.ciphertext AS BLOB)) ELSE s.ciphertext END,
   s.organization_id, s.version,
   coalesce(r.revision, 0), coalesce(r.updated_at, s.updated_at)
 FROM sys_secret s LEFT JOIN sys_reconciler_revision r ON r.source = 'sys_secret' AND r.key = s.id`
@@ -379,9 +384,9 @@ func sqliteFloat(v any) float64 {
 	return 0
 }
 
-func scanSQLiteMetadata(r *sql.Rows) (MetadataRow, error) {
+func scanSQLiteMetadata(r *sql.Rows) (snapshot.MetadataRow, error) {
 	var (
-		m                                              MetadataRow
+		m                                              snapshot.MetadataRow
 		id, typ, name, org, pkg, state, body, csum, at sql.NullString
 		version                                        any
 	)
@@ -394,22 +399,22 @@ func scanSQLiteMetadata(r *sql.Rows) (MetadataRow, error) {
 	return m, err
 }
 
-func scanSQLiteSecret(r *sql.Rows) (SecretRow, error) {
+func scanSQLiteSecret(r *sql.Rows) (snapshot.SecretRow, error) {
 	var (
-		s                                          SecretRow
+		s                                          snapshot.SecretRow
 		id, ns, key, kms, alg, ciphertext, org, at sql.NullString
 		version                                    any
 	)
 	err := r.Scan(&id, &ns, &key, &kms, &alg, &ciphertext, &org, &version, &s.Revision, &at)
 	s.ID, s.Namespace, s.Key, s.KMSKeyID, s.Alg = id.String, ns.String, key.String, kms.String, alg.String
-	s.Ciphertext, s.Withheld = ciphertextOf(ciphertext.String)
+	s.Ciphertext, s.Withheld = snapshot.CiphertextOf(ciphertext.String)
 	s.OrganizationID = org.String
 	s.Version, s.UpdatedAt = sqliteFloat(version), parseSQLiteTime(at.String)
 	return s, err
 }
 
-func scanSQLiteCredential(r *sql.Rows) (CredentialRow, error) {
-	var c CredentialRow
+func scanSQLiteCredential(r *sql.Rows) (snapshot.CredentialRow, error) {
+	var c snapshot.CredentialRow
 	var ref, v, at sql.NullString
 	err := r.Scan(&ref, &v, &c.Revision, &at)
 	c.Ref, c.Value, c.Cleared, c.UpdatedAt = ref.String, secret.New(v.String), !v.Valid, parseSQLiteTime(at.String)
@@ -418,21 +423,21 @@ func scanSQLiteCredential(r *sql.Rows) (CredentialRow, error) {
 
 // Relist implements Source in one read transaction: the active
 // sys_metadata rows, every sys_secret and credential row.
-func (s *SQLite) Relist(ctx context.Context) (Rows, Cursor, error) {
+func (s *Store) Relist(ctx context.Context) (snapshot.Rows, snapshot.Cursor, error) {
 	tx, err := s.db.BeginTx(ctx, &sql.TxOptions{ReadOnly: true})
 	if err != nil {
-		return Rows{}, Cursor{}, s.interpretError("relist", err)
+		return snapshot.Rows{}, snapshot.Cursor{}, s.interpretError("relist", err)
 	}
 	defer func() { _ = tx.Rollback() }()
 	var (
-		rows Rows
-		c    Cursor
+		rows snapshot.Rows
+		c    snapshot.Cursor
 		at   string
 	)
 	err = tx.QueryRowContext(ctx, `SELECT store_id, `+sqliteHead+`, strftime('%Y-%m-%dT%H:%M:%fZ', 'now')
 FROM sys_reconciler_state st WHERE id = 1`).Scan(&c.StoreID, &c.Seq, &at)
 	if errors.Is(err, sql.ErrNoRows) {
-		return Rows{}, Cursor{}, fmt.Errorf("relist %s: %w: no sys_reconciler_state row", s.url, ErrSchema)
+		return snapshot.Rows{}, snapshot.Cursor{}, fmt.Errorf("relist %s: %w: no sys_reconciler_state row", s.url, snapshot.ErrSchema)
 	}
 	if err == nil {
 		c.At = parseSQLiteTime(at)
@@ -445,7 +450,7 @@ FROM sys_reconciler_state st WHERE id = 1`).Scan(&c.StoreID, &c.Seq, &at)
 		rows.Credentials, err = sqliteSelect(ctx, tx, sqSelectCredential+" ORDER BY c.ref", nil, scanSQLiteCredential)
 	}
 	if err != nil {
-		return Rows{}, Cursor{}, s.interpretError("relist", err)
+		return snapshot.Rows{}, snapshot.Cursor{}, s.interpretError("relist", err)
 	}
 	return rows, c, nil
 }
@@ -458,18 +463,18 @@ func jsonKeys(keys []string) string {
 }
 
 // Read implements Source in one read transaction, whatever the rows' state.
-func (s *SQLite) Read(ctx context.Context, addrs []Address) (Rows, error) {
-	meta, secret, cred, err := splitKeys(addrs)
+func (s *Store) Read(ctx context.Context, addrs []snapshot.Address) (snapshot.Rows, error) {
+	meta, secret, cred, err := snapshot.SplitKeys(addrs)
 	if err != nil {
-		return Rows{}, err
+		return snapshot.Rows{}, err
 	}
-	var rows Rows
+	var rows snapshot.Rows
 	if len(meta)+len(secret)+len(cred) == 0 {
 		return rows, nil
 	}
 	tx, err := s.db.BeginTx(ctx, &sql.TxOptions{ReadOnly: true})
 	if err != nil {
-		return Rows{}, s.interpretError("read", err)
+		return snapshot.Rows{}, s.interpretError("read", err)
 	}
 	defer func() { _ = tx.Rollback() }()
 	const in = " IN (SELECT value FROM json_each(?))"
@@ -483,7 +488,7 @@ func (s *SQLite) Read(ctx context.Context, addrs []Address) (Rows, error) {
 		rows.Credentials, err = sqliteSelect(ctx, tx, sqSelectCredential+" WHERE c.ref"+in+" ORDER BY c.ref", []any{jsonKeys(cred)}, scanSQLiteCredential)
 	}
 	if err != nil {
-		return Rows{}, s.interpretError("read", err)
+		return snapshot.Rows{}, s.interpretError("read", err)
 	}
 	return rows, nil
 }
@@ -492,7 +497,7 @@ func (s *SQLite) Read(ctx context.Context, addrs []Address) (Rows, error) {
 // retention and records that seq as the horizon, and drops the revisions
 // of rows deleted longer ago than retention. The write lock makes it one
 // replica at a time.
-func (s *SQLite) Prune(ctx context.Context, retention time.Duration) (int64, error) {
+func (s *Store) Prune(ctx context.Context, retention time.Duration) (int64, error) {
 	var n int64
 	cutoff := time.Now().UTC().Add(-retention).Format(sqliteTime)
 	err := s.writeTx(ctx, func(c *sql.Conn) error {
@@ -532,18 +537,18 @@ WHERE updated_at <= ?
     ELSE 0 END`
 
 // Stall implements Source. SQLite has no concurrent writers to name.
-func (s *SQLite) Stall(ctx context.Context, cur Cursor, _ time.Duration) (Stall, error) {
-	var st Stall
+func (s *Store) Stall(ctx context.Context, cur snapshot.Cursor, _ time.Duration) (snapshot.Stall, error) {
+	var st snapshot.Stall
 	err := s.db.QueryRowContext(ctx, "SELECT count(*) FROM sys_reconcile_journal WHERE seq > ?", cur.Seq).Scan(&st.Pending)
 	if err != nil {
-		return Stall{}, s.interpretError("stall", err)
+		return snapshot.Stall{}, s.interpretError("stall", err)
 	}
 	return st, nil
 }
 
 // Head implements Source.
-func (s *SQLite) Head(ctx context.Context) (Watermark, error) {
-	var w Watermark
+func (s *Store) Head(ctx context.Context) (snapshot.Watermark, error) {
+	var w snapshot.Watermark
 	var at string
 	var revAt sql.NullString
 	err := s.db.QueryRowContext(ctx, `SELECT `+sqliteHead+`, strftime('%Y-%m-%dT%H:%M:%fZ', 'now'),
@@ -551,7 +556,7 @@ func (s *SQLite) Head(ctx context.Context) (Watermark, error) {
   (SELECT updated_at FROM sys_reconciler_revision ORDER BY revision DESC LIMIT 1)
 FROM sys_reconciler_state st WHERE id = 1`).Scan(&w.Seq, &at, &w.Revision, &revAt)
 	if err != nil {
-		return Watermark{}, s.interpretError("head", err)
+		return snapshot.Watermark{}, s.interpretError("head", err)
 	}
 	w.At = parseSQLiteTime(at)
 	if revAt.Valid {
@@ -568,7 +573,7 @@ func sqliteTimeArg(t time.Time) any {
 }
 
 // Heartbeat implements Source.
-func (s *SQLite) Heartbeat(ctx context.Context, r Replica) (string, error) {
+func (s *Store) Heartbeat(ctx context.Context, r snapshot.Replica) (string, error) {
 	var clash string
 	var clashNow bool
 	err := s.db.QueryRowContext(ctx, `INSERT INTO sys_reconciler_replica AS o
@@ -584,7 +589,7 @@ ON CONFLICT (replica_id) DO UPDATE SET host = excluded.host, pid = excluded.pid,
   clash_at = CASE WHEN `+sqliteClash+` THEN `+sqliteNow+` ELSE o.clash_at END
 RETURNING clash, coalesce(clash_at = `+sqliteNow+`, 0)`,
 		r.ReplicaID, r.Host, r.PID, r.Version, sqliteTimeArg(r.StartedAt), sqliteTimeArg(r.HeartbeatAt), r.Cursor, r.CursorSeq,
-		sqliteTimeArg(r.CursorAt), countsJSON(r.Counts), r.Stopped, r.LastError, nodeJSON(r.Node), r.ConvergedRevision,
+		sqliteTimeArg(r.CursorAt), snapshot.EncodeCounts(r.Counts), r.Stopped, r.LastError, snapshot.NodeJSON(r.Node), r.ConvergedRevision,
 		sqliteTimeArg(r.ConvergedAt), r.HeadRevision).Scan(&clash, &clashNow)
 	if err != nil {
 		return "", s.interpretError("heartbeat", err)
@@ -601,12 +606,12 @@ const sqliteClash = `((o.host <> excluded.host OR o.pid <> excluded.pid OR o.sta
   AND NOT o.stopped AND o.heartbeat_at > excluded.started_at)`
 
 // Replicas implements Source.
-func (s *SQLite) Replicas(ctx context.Context) ([]Replica, error) {
+func (s *Store) Replicas(ctx context.Context) ([]snapshot.Replica, error) {
 	out, err := sqliteSelect(ctx, s.db, `SELECT replica_id, host, pid, version, started_at, heartbeat_at, cursor, cursor_seq,
   cursor_at, counts, stopped, last_error, clash, clash_at, node, converged_revision, converged_at, head_revision,
   (SELECT r.updated_at FROM sys_reconciler_revision r WHERE r.revision > o.converged_revision ORDER BY r.revision LIMIT 1)
-FROM sys_reconciler_replica o ORDER BY replica_id`, nil, func(r *sql.Rows) (Replica, error) {
-		var rep Replica
+FROM sys_reconciler_replica o ORDER BY replica_id`, nil, func(r *sql.Rows) (snapshot.Replica, error) {
+		var rep snapshot.Replica
 		var started, hb, counts, node string
 		var cursorAt, clashAt, convAt, unserved sql.NullString
 		err := r.Scan(&rep.ReplicaID, &rep.Host, &rep.PID, &rep.Version, &started, &hb, &rep.Cursor, &rep.CursorSeq,
@@ -615,7 +620,7 @@ FROM sys_reconciler_replica o ORDER BY replica_id`, nil, func(r *sql.Rows) (Repl
 		if err != nil {
 			return rep, err
 		}
-		rep.Node = parseNode(node)
+		rep.Node = snapshot.ParseNode(node)
 		rep.StartedAt, rep.HeartbeatAt = parseSQLiteTime(started), parseSQLiteTime(hb)
 		if cursorAt.Valid {
 			rep.CursorAt = parseSQLiteTime(cursorAt.String)
@@ -629,7 +634,7 @@ FROM sys_reconciler_replica o ORDER BY replica_id`, nil, func(r *sql.Rows) (Repl
 		if unserved.Valid {
 			rep.UnservedSince = parseSQLiteTime(unserved.String)
 		}
-		rep.Counts = decodeCounts(counts)
+		rep.Counts = snapshot.DecodeCounts(counts)
 		return rep, nil
 	})
 	if err != nil {
@@ -639,7 +644,7 @@ FROM sys_reconciler_replica o ORDER BY replica_id`, nil, func(r *sql.Rows) (Repl
 }
 
 // WriteDrift implements Source.
-func (s *SQLite) WriteDrift(ctx context.Context, replicaID string, at time.Time, report json.RawMessage) error {
+func (s *Store) WriteDrift(ctx context.Context, replicaID string, at time.Time, report json.RawMessage) error {
 	_, err := s.db.ExecContext(ctx, `INSERT INTO sys_reconciler_drift (replica_id, at, report) VALUES (?, ?, ?)
 ON CONFLICT (replica_id) DO UPDATE SET at = excluded.at, report = excluded.report`,
 		replicaID, at.UTC().Format(sqliteTime), string(report))
@@ -656,11 +661,11 @@ func sqliteLater(n int) string {
 }
 
 // AcquireLease implements Leaser: one upsert in a write transaction.
-func (s *SQLite) AcquireLease(ctx context.Context, name, holder string, ttl time.Duration) (Lease, error) {
-	if err := validLease(name, holder, ttl); err != nil {
-		return Lease{}, err
+func (s *Store) AcquireLease(ctx context.Context, name, holder string, ttl time.Duration) (snapshot.Lease, error) {
+	if err := snapshot.CheckLease(name, holder, ttl); err != nil {
+		return snapshot.Lease{}, err
 	}
-	l := Lease{Name: name}
+	l := snapshot.Lease{Name: name}
 	var acq, exp string
 	err := s.db.QueryRowContext(ctx, `INSERT INTO sys_reconciler_lease AS l (name, holder, token, acquired_at, expires_at)
 VALUES (?1, ?2, 1, `+sqliteNow+`, `+sqliteLater(3)+`)
@@ -673,62 +678,62 @@ RETURNING holder, token, acquired_at, expires_at`, name, holder, ttl.Seconds()).
 	if errors.Is(err, sql.ErrNoRows) {
 		cur, _, _, rerr := s.ReadLease(ctx, name)
 		if rerr != nil {
-			return Lease{}, rerr
+			return snapshot.Lease{}, rerr
 		}
-		return Lease{}, &LeaseHeldError{Lease: cur}
+		return snapshot.Lease{}, &snapshot.LeaseHeldError{Lease: cur}
 	}
 	if err != nil {
-		return Lease{}, s.interpretError("acquire lease "+name, err)
+		return snapshot.Lease{}, s.interpretError("acquire lease "+name, err)
 	}
 	l.AcquiredAt, l.ExpiresAt = parseSQLiteTime(acq), parseSQLiteTime(exp)
 	return l, nil
 }
 
 // RenewLease implements Leaser.
-func (s *SQLite) RenewLease(ctx context.Context, l Lease, ttl time.Duration) (Lease, error) {
-	if err := validLease(l.Name, l.Holder, ttl); err != nil {
-		return Lease{}, err
+func (s *Store) RenewLease(ctx context.Context, l snapshot.Lease, ttl time.Duration) (snapshot.Lease, error) {
+	if err := snapshot.CheckLease(l.Name, l.Holder, ttl); err != nil {
+		return snapshot.Lease{}, err
 	}
 	var exp string
 	err := s.db.QueryRowContext(ctx, `UPDATE sys_reconciler_lease SET expires_at = `+sqliteLater(4)+`
 WHERE name = ?1 AND holder = ?2 AND token = ?3 AND expires_at > `+sqliteNow+`
 RETURNING expires_at`, l.Name, l.Holder, l.Token, ttl.Seconds()).Scan(&exp)
 	if errors.Is(err, sql.ErrNoRows) {
-		return Lease{}, fmt.Errorf("renew lease %s of %s: %w", l.Name, l.Holder, ErrLeaseLost)
+		return snapshot.Lease{}, fmt.Errorf("renew lease %s of %s: %w", l.Name, l.Holder, snapshot.ErrLeaseLost)
 	}
 	if err != nil {
-		return Lease{}, s.interpretError("renew lease "+l.Name, err)
+		return snapshot.Lease{}, s.interpretError("renew lease "+l.Name, err)
 	}
 	l.ExpiresAt = parseSQLiteTime(exp)
 	return l, nil
 }
 
 // ReleaseLease implements Leaser.
-func (s *SQLite) ReleaseLease(ctx context.Context, l Lease) error {
+func (s *Store) ReleaseLease(ctx context.Context, l snapshot.Lease) error {
 	_, err := s.db.ExecContext(ctx, `UPDATE sys_reconciler_lease SET expires_at = `+sqliteNow+`
 WHERE name = ?1 AND holder = ?2 AND token = ?3 AND expires_at > `+sqliteNow, l.Name, l.Holder, l.Token)
 	return s.interpretError("release lease "+l.Name, err)
 }
 
 // ReadLease implements Leaser.
-func (s *SQLite) ReadLease(ctx context.Context, name string) (Lease, bool, time.Time, error) {
+func (s *Store) ReadLease(ctx context.Context, name string) (snapshot.Lease, bool, time.Time, error) {
 	var holder, acq, exp sql.NullString
 	var token sql.NullInt64
 	var now string
 	err := s.db.QueryRowContext(ctx, `SELECT l.holder, l.token, l.acquired_at, l.expires_at, `+sqliteNow+`
 FROM (SELECT 1) one LEFT JOIN sys_reconciler_lease l ON l.name = ?1`, name).Scan(&holder, &token, &acq, &exp, &now)
 	if err != nil {
-		return Lease{}, false, time.Time{}, s.interpretError("read lease "+name, err)
+		return snapshot.Lease{}, false, time.Time{}, s.interpretError("read lease "+name, err)
 	}
 	if !holder.Valid {
-		return Lease{}, false, parseSQLiteTime(now), nil
+		return snapshot.Lease{}, false, parseSQLiteTime(now), nil
 	}
-	return Lease{Name: name, Holder: holder.String, Token: token.Int64, AcquiredAt: parseSQLiteTime(acq.String),
+	return snapshot.Lease{Name: name, Holder: holder.String, Token: token.Int64, AcquiredAt: parseSQLiteTime(acq.String),
 		ExpiresAt: parseSQLiteTime(exp.String)}, true, parseSQLiteTime(now), nil
 }
 
 // Columns implements Catalog.
-func (s *SQLite) Columns(ctx context.Context, table string) ([]string, bool, error) {
+func (s *Store) Columns(ctx context.Context, table string) ([]string, bool, error) {
 	cols, err := sqliteSelect(ctx, s.db, `SELECT name FROM pragma_table_info(?1) ORDER BY cid`, []any{table},
 		func(r *sql.Rows) (string, error) {
 			var c string
@@ -741,7 +746,7 @@ func (s *SQLite) Columns(ctx context.Context, table string) ([]string, bool, err
 }
 
 // MetadataNamed implements Catalog.
-func (s *SQLite) MetadataNamed(ctx context.Context, typ, name string) ([]MetadataRow, error) {
+func (s *Store) MetadataNamed(ctx context.Context, typ, name string) ([]snapshot.MetadataRow, error) {
 	rows, err := sqliteSelect(ctx, s.db, s.selMetadata+" WHERE m.type = ?1 AND m.name = ?2 ORDER BY m.id", []any{typ, name}, scanSQLiteMetadata)
 	if err != nil {
 		return nil, s.interpretError("read "+typ+"/"+name, err)

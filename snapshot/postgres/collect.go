@@ -1,4 +1,4 @@
-package snapshot
+package postgres
 
 import "github.com/jackc/pgx/v5"
 

@@ -1,4 +1,4 @@
-package snapshot
+package postgres
 
 import (
 	"context"
@@ -12,6 +12,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/objectstack-fleet/reconciler/snapshot"
 )
 
 // standby is the hot standby that polls, relists and reads go to.
@@ -41,8 +43,8 @@ type standby struct {
 }
 
 // standbyError maps a driver error of the standby (naming its URL).
-func (p *PG) standbyError(op string, err error) error {
-	return (&PG{url: p.standby.url, pw: p.standby.pw}).interpretError(op, err)
+func (p *Store) standbyError(op string, err error) error {
+	return (&Store{url: p.standby.url, pw: p.standby.pw}).interpretError(op, err)
 }
 
 // seenList splits a cursor's Seen for a text[] parameter.
@@ -61,10 +63,10 @@ func seenList(s string) []string {
 // index.
 const standbyPollSQL = `SELECT * FROM sys_reconciler_poll_standby($1, $2)`
 
-func (p *PG) pollStandby(ctx context.Context, cur Cursor) ([]Address, Cursor, error) {
+func (p *Store) pollStandby(ctx context.Context, cur snapshot.Cursor) ([]snapshot.Address, snapshot.Cursor, error) {
 	prev, err := parseSnapshot(cur.Snapshot)
 	if err != nil {
-		return nil, cur, fmt.Errorf("poll %s: %w: %v", p.standby.url, ErrCursorRegressed, err)
+		return nil, cur, fmt.Errorf("poll %s: %w: %v", p.standby.url, snapshot.ErrCursorRegressed, err)
 	}
 	var (
 		snap, storeID, prunedXid string
@@ -75,7 +77,7 @@ func (p *PG) pollStandby(ctx context.Context, cur Cursor) ([]Address, Cursor, er
 	err = p.standby.pool.QueryRow(ctx, standbyPollSQL, strconv.FormatUint(prev.xmin, 10), seenList(cur.Seen)).
 		Scan(&snap, &storeID, &prunedXid, &head, &at, &sources, &keys, &seen)
 	if errors.Is(err, pgx.ErrNoRows) {
-		return nil, cur, fmt.Errorf("poll %s: %w: no sys_reconciler_state row", p.standby.url, ErrSchema)
+		return nil, cur, fmt.Errorf("poll %s: %w: no sys_reconciler_state row", p.standby.url, snapshot.ErrSchema)
 	}
 	if err != nil {
 		return nil, cur, p.standbyError("poll", err)
@@ -87,21 +89,21 @@ func (p *PG) pollStandby(ctx context.Context, cur Cursor) ([]Address, Cursor, er
 	pruned, _ := strconv.ParseUint(prunedXid, 10, 64)
 	switch {
 	case storeID != cur.StoreID:
-		return nil, cur, fmt.Errorf("poll %s: %w: store id %s, cursor's %s", p.standby.url, ErrCursorRegressed, storeID, cur.StoreID)
+		return nil, cur, fmt.Errorf("poll %s: %w: store id %s, cursor's %s", p.standby.url, snapshot.ErrCursorRegressed, storeID, cur.StoreID)
 	case prev.xmax > now.xmax || cur.Seq > head:
 		if err := p.standbyBehind(ctx, prev.xmax, now.xmax); err != nil {
 			return nil, cur, err
 		}
 		return nil, cur, nil // wait for replay: the cursor never moves back
 	case pruned != 0 && pruned >= prev.xmin:
-		return nil, cur, fmt.Errorf("poll %s: %w: pruned up to xid %d, cursor %s", p.standby.url, ErrCursorExpired, pruned, cur)
+		return nil, cur, fmt.Errorf("poll %s: %w: pruned up to xid %d, cursor %s", p.standby.url, snapshot.ErrCursorExpired, pruned, cur)
 	}
 	p.caughtUp(ctx, now.xmax)
-	addrs := make([]Address, len(sources))
+	addrs := make([]snapshot.Address, len(sources))
 	for i := range sources {
-		addrs[i] = Address{Table: Table(sources[i]), Key: keys[i]}
+		addrs[i] = snapshot.Address{Table: snapshot.Table(sources[i]), Key: keys[i]}
 	}
-	next := Cursor{StoreID: storeID, Seq: max(head, cur.Seq), Snapshot: snap, Seen: strings.Join(seen, ","), At: at}
+	next := snapshot.Cursor{StoreID: storeID, Seq: max(head, cur.Seq), Snapshot: snap, Seen: strings.Join(seen, ","), At: at}
 	p.stallGate.polled(time.Now(), next, false)
 	return addrs, next, nil
 }
@@ -112,12 +114,12 @@ func (p *PG) pollStandby(ctx context.Context, cur Cursor) ([]Address, Cursor, er
 // behind too, the store went backwards: ErrCursorRegressed. When the
 // primary cannot be asked, the standby is taken as lagging (waiting is
 // safe; a relist on an older view would undo applied changes).
-func (p *PG) standbyBehind(ctx context.Context, want, have uint64) error {
+func (p *Store) standbyBehind(ctx context.Context, want, have uint64) error {
 	var snap string
 	err := p.pool.QueryRow(ctx, "SELECT pg_current_snapshot()::text").Scan(&snap)
 	primary, perr := parseSnapshot(snap)
 	if err == nil && perr == nil && primary.xmax < want {
-		return fmt.Errorf("poll %s: %w: primary's snapshot xmax %d behind cursor's %d", p.url, ErrCursorRegressed, primary.xmax, want)
+		return fmt.Errorf("poll %s: %w: primary's snapshot xmax %d behind cursor's %d", p.url, snapshot.ErrCursorRegressed, primary.xmax, want)
 	}
 	if p.standby.behind.CompareAndSwap(false, true) {
 		p.log.WarnContext(ctx, "standby behind the cursor: waiting for it to replay",
@@ -127,7 +129,7 @@ func (p *PG) standbyBehind(ctx context.Context, want, have uint64) error {
 }
 
 // caughtUp records that the standby reached xmax.
-func (p *PG) caughtUp(ctx context.Context, xmax uint64) {
+func (p *Store) caughtUp(ctx context.Context, xmax uint64) {
 	for {
 		f := p.standby.floor.Load()
 		if xmax <= f || p.standby.floor.CompareAndSwap(f, xmax) {
@@ -143,23 +145,23 @@ func (p *PG) caughtUp(ctx context.Context, xmax uint64) {
 // transaction whose snapshot is the cursor, with the journal xids it sees.
 // A standby behind a cursor this store already returned is an error
 // (ErrUnavailable): relisting there would move the cursor backwards.
-func (p *PG) relistStandby(ctx context.Context, batch func(offset int, rows []MetadataRow)) (Rows, Cursor, error) {
+func (p *Store) relistStandby(ctx context.Context, batch func(offset int, rows []snapshot.MetadataRow)) (snapshot.Rows, snapshot.Cursor, error) {
 	var seen []string
 	rows, c, err := p.relistIn(ctx, p.standby.pool, p.standby.url, &seen, p.standbyError, batch)
 	if err != nil {
-		return Rows{}, Cursor{}, err
+		return snapshot.Rows{}, snapshot.Cursor{}, err
 	}
 	c.Seen = strings.Join(seen, ",")
 	snap, err := parseSnapshot(c.Snapshot)
 	if err != nil {
-		return Rows{}, Cursor{}, fmt.Errorf("relist %s: %v", p.standby.url, err)
+		return snapshot.Rows{}, snapshot.Cursor{}, fmt.Errorf("relist %s: %v", p.standby.url, err)
 	}
 	if floor := p.standby.floor.Load(); snap.xmax < floor {
 		if err := p.standbyBehind(ctx, floor, snap.xmax); err != nil {
 			p.standby.floor.Store(0) // the store itself went back: start over
 		} else {
-			return Rows{}, Cursor{}, fmt.Errorf("relist %s: %w: standby replayed up to xmax %d, behind the cursor's %d: waiting for replay",
-				p.standby.url, ErrUnavailable, snap.xmax, floor)
+			return snapshot.Rows{}, snapshot.Cursor{}, fmt.Errorf("relist %s: %w: standby replayed up to xmax %d, behind the cursor's %d: waiting for replay",
+				p.standby.url, snapshot.ErrUnavailable, snap.xmax, floor)
 		}
 	}
 	p.caughtUp(ctx, snap.xmax)
@@ -170,7 +172,7 @@ func (p *PG) relistStandby(ctx context.Context, batch func(offset int, rows []Me
 // standby of the store: in recovery, of the same cluster (system
 // identifier) and holding the same store id. Errors wrap ErrNotStandby
 // (or ErrUnavailable, ErrSchema) and name the read URL, redacted.
-func (p *PG) CheckStandby(ctx context.Context) error {
+func (p *Store) CheckStandby(ctx context.Context) error {
 	if p.standby == nil {
 		return nil
 	}
@@ -189,9 +191,9 @@ func (p *PG) CheckStandby(ctx context.Context) error {
 	u := p.standby.url
 	switch {
 	case !recS:
-		return fmt.Errorf("%s: %w: it is a primary (not in recovery); want a hot standby of %s", u, ErrNotStandby, p.url)
+		return fmt.Errorf("%s: %w: it is a primary (not in recovery); want a hot standby of %s", u, snapshot.ErrNotStandby, p.url)
 	case sysS != sysP:
-		return fmt.Errorf("%s: %w: it is a standby of another cluster (system identifier %s, the store's %s)", u, ErrNotStandby, sysS, sysP)
+		return fmt.Errorf("%s: %w: it is a standby of another cluster (system identifier %s, the store's %s)", u, snapshot.ErrNotStandby, sysS, sysP)
 	}
 	if err := p.pool.QueryRow(ctx, store).Scan(&storeP); err != nil {
 		return p.interpretError("check store", err)
@@ -200,7 +202,7 @@ func (p *PG) CheckStandby(ctx context.Context) error {
 		return p.standbyError("check standby", err)
 	}
 	if storeS != storeP {
-		return fmt.Errorf("%s: %w: it holds another store (store id %s, the store's %s): another database?", u, ErrNotStandby, storeS, storeP)
+		return fmt.Errorf("%s: %w: it holds another store (store id %s, the store's %s): another database?", u, snapshot.ErrNotStandby, storeS, storeP)
 	}
 	return nil
 }
@@ -208,8 +210,8 @@ func (p *PG) CheckStandby(ctx context.Context) error {
 // standbyState asks the standby how far its replay is behind primaryLSN
 // (the primary's current WAL position). It never fails: a standby that
 // cannot be asked is reported with the error.
-func (p *PG) standbyState(ctx context.Context, primaryLSN string) *Standby {
-	st := &Standby{}
+func (p *Store) standbyState(ctx context.Context, primaryLSN string) *snapshot.Standby {
+	st := &snapshot.Standby{}
 	var (
 		inRecovery, paused bool
 		replayLSN          *string

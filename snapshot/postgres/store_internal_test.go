@@ -1,4 +1,4 @@
-package snapshot
+package postgres
 
 import (
 	"context"
@@ -13,6 +13,8 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/objectstack-fleet/reconciler/internal/testdb"
+
+	"github.com/objectstack-fleet/reconciler/snapshot"
 )
 
 // queryCounter is a pgx tracer counting the queries sent.
@@ -35,11 +37,11 @@ func (w writeCounter) Write(b []byte) (int, error) {
 	return w.Conn.Write(b)
 }
 
-func newTracedPG(t *testing.T) (*PG, *queryCounter, *atomic.Int64) {
+func newTracedPG(t *testing.T) (*Store, *queryCounter, *atomic.Int64) {
 	t.Helper()
 	url := testdb.New(t)
 	qc, writes := &queryCounter{}, &atomic.Int64{}
-	p, err := newPG(url, OpenOptions{MaxConns: 1}, func(c *pgxpool.Config) {
+	p, err := newPG(url, snapshot.OpenOptions{MaxConns: 1}, func(c *pgxpool.Config) {
 		c.ConnConfig.Tracer = qc
 		var d net.Dialer
 		c.ConnConfig.DialFunc = func(ctx context.Context, network, addr string) (net.Conn, error) {
@@ -151,7 +153,7 @@ SELECT 'm' || g, 'object', 'n' || g, '{}' FROM generate_series(1, 1000) g`, "VAC
 // listing some) for the previous snapshot prev, as the function's plan
 // cache makes them (custom plans first, then generic), one after the
 // other.
-func pollPlans(t *testing.T, p *PG, prev string) (custom, generic string) {
+func pollPlans(t *testing.T, p *Store, prev string) (custom, generic string) {
 	t.Helper()
 	ctx := context.Background()
 	conn, err := p.pool.Acquire(ctx)
@@ -235,7 +237,7 @@ func TestReadPlanUsesIndexes(t *testing.T) {
 		}
 	}
 	for _, c := range []struct{ query, key string }{
-		{selectBody(pgSelectMetadata, "octet_length(m.metadata)", 1<<20, 64<<20) + " WHERE m.id = ANY($1) ORDER BY m.id", "m"},
+		{snapshot.SelectBody(pgSelectMetadata, "octet_length(m.metadata)", 1<<20, 64<<20) + " WHERE m.id = ANY($1) ORDER BY m.id", "m"},
 		{pgSelectSecret + " WHERE s.id = ANY($1) ORDER BY s.id", "s"},
 		{pgSelectCredential + " WHERE c.ref = ANY($1) ORDER BY c.ref", "c"},
 	} {

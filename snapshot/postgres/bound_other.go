@@ -1,6 +1,6 @@
 //go:build !linux
 
-package snapshot
+package postgres
 
 import (
 	"syscall"
