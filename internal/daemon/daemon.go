@@ -368,9 +368,7 @@ func PrepareStore(ctx context.Context, store snapshot.Store, migrate bool, log *
 // falls back to plaintext without a word): its password and every row
 // cross the network in clear.
 func warnPlaintext(ctx context.Context, store snapshot.Store, log *slog.Logger) {
-	e, ok := store.(interface {
-		Encrypted(context.Context) (enc, local bool, err error)
-	})
+	e, ok := store.(snapshot.EncryptionReporter)
 	if !ok {
 		return
 	}
@@ -384,7 +382,7 @@ func warnPlaintext(ctx context.Context, store snapshot.Store, log *slog.Logger) 
 // but no sys_metadata (snapshot.ErrNotPlatform): migrating it would
 // create the platform's tables where no node looks. Other stores pass.
 func CheckPlatform(ctx context.Context, store snapshot.Store) error {
-	c, ok := store.(interface{ CheckPlatform(context.Context) error })
+	c, ok := store.(snapshot.PlatformChecker)
 	if !ok {
 		return nil
 	}
@@ -397,7 +395,7 @@ func CheckPlatform(ctx context.Context, store snapshot.Store) error {
 // checkStandby refuses a store.read_url that is not a hot standby of
 // store.url (a primary, a standby of another cluster, another store).
 func checkStandby(ctx context.Context, store snapshot.Store) error {
-	c, ok := store.(interface{ CheckStandby(context.Context) error })
+	c, ok := store.(snapshot.StandbyChecker)
 	if !ok {
 		return nil
 	}

@@ -100,7 +100,7 @@ func (r *standbyRig) pollUntil(t *testing.T, keys ...string) {
 func TestStandbyReadURL(t *testing.T) {
 	r := newStandbyRig(t)
 	ctx := snapshottest.Ctx(t)
-	pc := r.store.(interface{ CheckStandby(context.Context) error })
+	pc := r.store.(snapshot.StandbyChecker)
 	if err := pc.CheckStandby(ctx); err != nil {
 		t.Fatalf("CheckStandby on a real standby: %v", err)
 	}
@@ -227,7 +227,7 @@ func TestStandbyRefused(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer s.Close()
-			check := s.(interface{ CheckStandby(context.Context) error })
+			check := s.(snapshot.StandbyChecker)
 			deadline := time.Now().Add(30 * time.Second)
 			for {
 				err = check.CheckStandby(ctx)
