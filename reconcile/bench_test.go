@@ -66,7 +66,7 @@ func BenchmarkReconcile100k(b *testing.B) {
 					r := New(s, opts)
 					_, _ = r.applyAll(ctx, all, nil)
 					b.StopTimer()
-					r.shutdown(DefaultStopTimeout)
+					r.shutdown(ctx)
 					b.StartTimer()
 				}
 			})
@@ -113,7 +113,7 @@ func BenchmarkReconcile100k(b *testing.B) {
 				}
 				b.ReportMetric(perEntry, "heap-B/entry")
 			})
-			r.shutdown(DefaultStopTimeout)
+			r.shutdown(ctx)
 		})
 	}
 }
