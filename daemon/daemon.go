@@ -453,14 +453,14 @@ func resyncInterval(d time.Duration) time.Duration {
 }
 
 // PrepareStore checks that the store is reachable and its schema current:
-// SQLite stores are migrated, PostgreSQL ones only when migrate is set.
-// `reconciler migrate` and Run both use it; ctx bounds it.
+// a store that AutoMigrates (SQLite) is migrated, others only when migrate
+// is set. `reconciler migrate` and Run both use it; ctx bounds it.
 func PrepareStore(ctx context.Context, store snapshot.Store, migrate bool, log *slog.Logger) error {
 	if err := store.Ping(ctx); err != nil {
 		return fmt.Errorf("store unreachable: %w", err)
 	}
 	warnPlaintext(ctx, store, log)
-	if store.Kind() == "sqlite" || migrate {
+	if store.AutoMigrates() || migrate {
 		if err := store.Migrate(ctx); err != nil {
 			return fmt.Errorf("migrate store: %w", err)
 		}

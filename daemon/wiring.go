@@ -20,6 +20,7 @@ import (
 	"github.com/objectstack-fleet/reconciler/metadata"
 	"github.com/objectstack-fleet/reconciler/reconcile"
 	"github.com/objectstack-fleet/reconciler/registry"
+	"github.com/objectstack-fleet/reconciler/secret"
 	"github.com/objectstack-fleet/reconciler/snapshot"
 )
 
@@ -100,22 +101,22 @@ func (d *Daemon) newSecretOpener(cfg *config.Config) (*secretOpener, error) {
 }
 
 // Open decrypts one row. The error says why, never with secret bytes.
-func (o *secretOpener) Open(row snapshot.SecretRow) (snapshot.Secret, error) {
+func (o *secretOpener) Open(row snapshot.SecretRow) (secret.Secret, error) {
 	v, err := ossecret.Decrypt(o.key, ossecret.Sealed{ID: row.ID, Namespace: row.Namespace, Key: row.Key,
 		KMSKeyID: row.KMSKeyID, Alg: row.Alg, Ciphertext: row.Ciphertext.Reveal()})
 	var oe *ossecret.Error
 	switch {
 	case err == nil:
-		return snapshot.NewSecret(v), nil
+		return secret.New(v), nil
 	case errors.Is(err, ossecret.ErrNoKey):
-		return snapshot.Secret{}, fmt.Errorf("no secret key (environment variable %s is not set)", o.env)
+		return secret.Secret{}, fmt.Errorf("no secret key (environment variable %s is not set)", o.env)
 	case errors.As(err, &oe):
 		if oe.Detail != "" {
-			return snapshot.Secret{}, fmt.Errorf("%v: %s", oe.Kind, oe.Detail)
+			return secret.Secret{}, fmt.Errorf("%v: %s", oe.Kind, oe.Detail)
 		}
-		return snapshot.Secret{}, oe.Kind
+		return secret.Secret{}, oe.Kind
 	}
-	return snapshot.Secret{}, err
+	return secret.Secret{}, err
 }
 
 // notifyTarget is a notify driver: told by the loop, run by the daemon.

@@ -13,6 +13,7 @@ import (
 	"github.com/objectstack-fleet/reconciler/internal/ossecret"
 	"github.com/objectstack-fleet/reconciler/reconcile"
 	"github.com/objectstack-fleet/reconciler/registry"
+	"github.com/objectstack-fleet/reconciler/secret"
 	"github.com/objectstack-fleet/reconciler/snapshot"
 )
 
@@ -72,7 +73,7 @@ func TestSecretOpener(t *testing.T) {
 	}
 	row := func(kms string) snapshot.SecretRow {
 		return snapshot.SecretRow{ID: sealed.ID, Namespace: "datasource", Key: "wh", KMSKeyID: kms, Alg: sealed.Alg,
-			Ciphertext: snapshot.NewSecret(sealed.Ciphertext)}
+			Ciphertext: secret.New(sealed.Ciphertext)}
 	}
 	cfg := testConfig(t, "secrets:\n  key_env: "+keyEnv+"\n")
 	opener := func(env string) (*secretOpener, error) {

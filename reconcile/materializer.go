@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/objectstack-fleet/reconciler/registry"
+	"github.com/objectstack-fleet/reconciler/secret"
 	"github.com/objectstack-fleet/reconciler/snapshot"
 )
 
@@ -32,7 +33,7 @@ type Desired struct {
 	CredentialRef string
 	// Secret is that credential's value (connector: auth.credentialRef;
 	// datasource: external.credentialsRef or the borrowed connector's).
-	Secret snapshot.Secret
+	Secret secret.Secret
 
 	// Refs are the entries the body's references resolved to (all present;
 	// objects defined in code are left out): "engine/object/account",

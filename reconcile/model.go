@@ -12,6 +12,7 @@ import (
 	"github.com/objectstack-fleet/reconciler/internal/hashspec"
 	"github.com/objectstack-fleet/reconciler/metadata"
 	"github.com/objectstack-fleet/reconciler/registry"
+	"github.com/objectstack-fleet/reconciler/secret"
 	"github.com/objectstack-fleet/reconciler/snapshot"
 )
 
@@ -54,7 +55,7 @@ type node struct {
 	// wants are the references to resolve, in a stable order.
 	wants []want
 	// Credentials only: the value, or why it cannot be used.
-	secret snapshot.Secret
+	secret secret.Secret
 	hold   string
 	// scope is a sys_secret's organization, namespace and key (trust.go).
 	scope *secretScope
@@ -412,7 +413,7 @@ func secretNode(row *snapshot.SecretRow, open SecretOpener) *node {
 // SecretOpener decrypts sys_secret rows. Errors name the secret and the
 // cause, never any secret bytes.
 type SecretOpener interface {
-	Open(row snapshot.SecretRow) (snapshot.Secret, error)
+	Open(row snapshot.SecretRow) (secret.Secret, error)
 }
 
 // signature hashes the entry's own canonical body and the revisions of

@@ -3,7 +3,7 @@ package reconcile
 import (
 	"github.com/objectstack-fleet/reconciler/metadata"
 	"github.com/objectstack-fleet/reconciler/registry"
-	"github.com/objectstack-fleet/reconciler/snapshot"
+	"github.com/objectstack-fleet/reconciler/secret"
 )
 
 func (r *Reconciler) materializeCredential(st step) outcome {
@@ -72,22 +72,22 @@ func (r *Reconciler) desired(st step) (Desired, string) {
 // name, value, or why it cannot be used. The trust rules (trust.go) come
 // before the credential's own state, so a refused entry learns nothing of
 // it.
-func (r *Reconciler) credential(user, holder *node, w want) (string, snapshot.Secret, string) {
+func (r *Reconciler) credential(user, holder *node, w want) (string, secret.Secret, string) {
 	name := credentialName(w.name)
 	cn, ok := r.model.resolveNode(holder, w)
 	if !ok {
-		return name, snapshot.Secret{}, "credential " + name + " is missing"
+		return name, secret.Secret{}, "credential " + name + " is missing"
 	}
 	if why := r.model.credentialUse(holder, w.name, cn); why != "" {
-		return name, snapshot.Secret{}, why
+		return name, secret.Secret{}, why
 	}
 	if user != holder {
 		if why := r.model.credentialUse(user, w.name, cn); why != "" {
-			return name, snapshot.Secret{}, why
+			return name, secret.Secret{}, why
 		}
 	}
 	if cn.hold != "" {
-		return name, snapshot.Secret{}, cn.hold
+		return name, secret.Secret{}, cn.hold
 	}
 	return name, cn.secret, ""
 }

@@ -10,6 +10,7 @@ import (
 
 	"github.com/objectstack-fleet/reconciler/internal/ossecret"
 	"github.com/objectstack-fleet/reconciler/registry"
+	"github.com/objectstack-fleet/reconciler/secret"
 	"github.com/objectstack-fleet/reconciler/snapshot"
 	"github.com/objectstack-fleet/reconciler/snapshot/snapshottest"
 )
@@ -18,14 +19,14 @@ import (
 // opener does.
 type keyOpener struct{ key ossecret.Key }
 
-func (o keyOpener) Open(row snapshot.SecretRow) (snapshot.Secret, error) {
+func (o keyOpener) Open(row snapshot.SecretRow) (secret.Secret, error) {
 	v, err := ossecret.Decrypt(o.key, ossecret.Sealed{ID: row.ID, Namespace: row.Namespace, Key: row.Key,
 		KMSKeyID: row.KMSKeyID, Alg: row.Alg, Ciphertext: row.Ciphertext.Reveal()})
 	var oe *ossecret.Error
 	if errors.As(err, &oe) {
-		return snapshot.Secret{}, oe.Kind
+		return secret.Secret{}, oe.Kind
 	}
-	return snapshot.NewSecret(v), err
+	return secret.New(v), err
 }
 
 // TestSecrets: datasources take their password from sys_secret rows

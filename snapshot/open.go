@@ -1,33 +1,93 @@
 package snapshot
 
 import (
+	"errors"
 	"fmt"
+	"slices"
 	"strings"
+	"sync"
 
 	"github.com/objectstack-fleet/reconciler/internal/redact"
+	"github.com/objectstack-fleet/reconciler/internal/storeurl"
 )
 
-// Open returns the store named by rawURL without doing any I/O:
-// postgres:// or postgresql:// open a PostgreSQL store, sqlite://rel/path.db
-// and sqlite:///abs/path.db a SQLite store. A malformed URL or an unknown
-// scheme returns an error wrapping ErrBadURL; an unreachable store shows up
-// on first use as an error wrapping ErrUnavailable.
+// Backend is one store implementation, registered by its package's init
+// with Register: a package of its own (snapshot/postgres, snapshot/sqlite)
+// that implements Store and passes snapshottest's conformance suite.
+type Backend struct {
+	// Kind names the backend: its stores' Kind.
+	Kind string
+	// Schemes are the URL schemes it opens, lower case; Open matches them
+	// without regard to case.
+	Schemes []string
+	// Form is how its URLs are written, for messages ("sqlite://PATH").
+	Form string
+	// CheckURL checks a URL's form without I/O, for store.url's check at
+	// configuration load; its error is the whole message.
+	CheckURL func(rawURL string) error
+	// Standby is set when it takes OpenOptions.ReadURL; Open refuses a
+	// read URL for the others.
+	Standby bool
+	// Schema is its embedded migrations.
+	Schema Schema
+	// Open returns a store without doing any I/O; a malformed URL returns
+	// an error wrapping ErrBadURL.
+	Open func(rawURL string, opts OpenOptions) (Store, error)
+}
+
+var (
+	backendsMu sync.RWMutex
+	backends   = map[string]Backend{} // by kind
+)
+
+// Register makes a backend's schemes open with Open (and pass store.url's
+// check): a backend package calls it from its init, so that importing the
+// package (see snapshot/backends) is all that links it in. Registering a
+// kind or scheme twice panics.
+func Register(b Backend) {
+	backendsMu.Lock()
+	defer backendsMu.Unlock()
+	if _, dup := backends[b.Kind]; dup {
+		panic(fmt.Sprintf("snapshot: backend %q registered twice", b.Kind))
+	}
+	storeurl.Register(storeurl.Scheme{Kind: b.Kind, Names: b.Schemes, Form: b.Form, Check: b.CheckURL, Standby: b.Standby})
+	backends[b.Kind] = b
+}
+
+func backendsByKind() []Backend {
+	backendsMu.RLock()
+	defer backendsMu.RUnlock()
+	out := make([]Backend, 0, len(backends))
+	for _, b := range backends {
+		out = append(out, b)
+	}
+	slices.SortFunc(out, func(a, b Backend) int { return strings.Compare(a.Kind, b.Kind) })
+	return out
+}
+
+// Open returns the store named by rawURL without doing any I/O, from the
+// backend registered for its scheme: postgres:// or postgresql:// open a
+// PostgreSQL store, sqlite://rel/path.db and sqlite:///abs/path.db a
+// SQLite store (when snapshot/backends is linked in). A malformed URL or
+// an unknown scheme returns an error wrapping ErrBadURL that lists the
+// schemes there are; an unreachable store shows up on first use as an
+// error wrapping ErrUnavailable.
 func Open(rawURL string, opts OpenOptions) (Store, error) {
-	scheme, _, ok := strings.Cut(rawURL, "://")
-	if !ok {
-		return nil, badURL(rawURL, "missing scheme (want postgres://, postgresql:// or sqlite://)")
+	sc, err := storeurl.Lookup(rawURL)
+	var unknown *storeurl.UnknownError
+	switch {
+	case errors.As(err, &unknown):
+		return nil, badURL(rawURL, fmt.Sprintf("unknown scheme %q (want %s)", unknown.Scheme, storeurl.Want()))
+	case err != nil:
+		return nil, badURL(rawURL, fmt.Sprintf("missing scheme (want %s)", storeurl.Want()))
 	}
-	switch strings.ToLower(scheme) {
-	case "postgres", "postgresql":
-		return newPG(rawURL, opts, nil)
-	case "sqlite":
-		if opts.ReadURL != "" {
-			return nil, badURL(opts.ReadURL, "a read url needs a PostgreSQL store (a SQLite store has no standby)")
-		}
-		return newSQLite(rawURL, opts)
-	default:
-		return nil, badURL(rawURL, fmt.Sprintf("unknown scheme %q (want postgres://, postgresql:// or sqlite://)", scheme))
+	backendsMu.RLock()
+	b := backends[sc.Kind]
+	backendsMu.RUnlock()
+	if opts.ReadURL != "" && !b.Standby {
+		return nil, badURL(opts.ReadURL, fmt.Sprintf("a read url needs a %s store (a %s store has no standby)", storeurl.WantStandby(), b.Kind))
 	}
+	return b.Open(rawURL, opts)
 }
 
 func badURL(rawURL, problem string) error {

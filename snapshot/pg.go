@@ -2,6 +2,7 @@ package snapshot
 
 import (
 	"context"
+	"embed"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -9,7 +10,6 @@ import (
 	"log/slog"
 	"net"
 	"net/url"
-	"slices"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -22,6 +22,7 @@ import (
 
 	"github.com/objectstack-fleet/reconciler/internal/backoff"
 	"github.com/objectstack-fleet/reconciler/internal/redact"
+	"github.com/objectstack-fleet/reconciler/secret"
 )
 
 // PG is the PostgreSQL store. Its cursor is a pg_snapshot: the xid bounds
@@ -50,6 +51,38 @@ var (
 	_ Store  = (*PG)(nil)
 	_ Hinter = (*PG)(nil)
 )
+
+//go:embed migrations/postgres
+var pgMigrations embed.FS
+
+// pgSchema is the PostgreSQL store's migrations.
+var pgSchema = NewSchema("postgres", mustSub(pgMigrations, "migrations/postgres"))
+
+func init() {
+	Register(Backend{
+		Kind:     "postgres",
+		Schemes:  []string{"postgres", "postgresql"},
+		Form:     "postgres://…",
+		CheckURL: checkPGURL,
+		Standby:  true,
+		Schema:   pgSchema,
+		Open: func(rawURL string, opts OpenOptions) (Store, error) {
+			p, err := newPG(rawURL, opts, nil)
+			if err != nil {
+				return nil, err
+			}
+			return p, nil
+		},
+	})
+}
+
+// checkPGURL is store.url's check of a PostgreSQL URL: it parses.
+func checkPGURL(s string) error {
+	if _, err := url.Parse(s); err != nil {
+		return fmt.Errorf("malformed postgres URL %q", redact.URL(s))
+	}
+	return nil
+}
 
 // Advisory lock keys (arbitrary, fixed).
 const (
@@ -181,93 +214,58 @@ func (p *PG) Ping(ctx context.Context) error {
 	return p.interpretError("ping", p.pool.Ping(ctx))
 }
 
-// Migrate implements Store: in one transaction under an advisory lock (so
-// concurrent migrates and repeated runs are harmless) it creates the source
-// tables that are absent, in their owner's exact shape, applies the
-// embedded migrations not yet recorded in sys_reconciler_schema (the
-// reconciler's own bookkeeping table), (re)creates the row triggers on the
-// source tables and gives every source row that has none a revision. It
-// never alters a column, index or constraint of an existing source table.
+// Migrate implements Store: Schema.Migrate in one transaction under an
+// advisory lock (so concurrent migrates and repeated runs are harmless).
 func (p *PG) Migrate(ctx context.Context) error {
-	ms, err := loadMigrations("postgres")
-	if err != nil {
-		return err
-	}
-	err = pgx.BeginFunc(ctx, p.pool, func(tx pgx.Tx) error {
+	err := pgx.BeginFunc(ctx, p.pool, func(tx pgx.Tx) error {
 		if _, err := tx.Exec(ctx, "SELECT pg_advisory_xact_lock($1)", lockMigrate); err != nil {
 			return err
 		}
-		if _, err := tx.Exec(ctx, `SET LOCAL client_min_messages = warning;
-CREATE TABLE IF NOT EXISTS sys_reconciler_schema (
-  version integer PRIMARY KEY, name text NOT NULL, applied_at timestamptz NOT NULL DEFAULT now())`); err != nil {
-			return err
-		}
-		// Every migration not recorded is applied, in order: one numbered
-		// below the newest applied (landed later) is not skipped.
-		rows, err := tx.Query(ctx, "SELECT version FROM sys_reconciler_schema")
-		if err != nil {
-			return err
-		}
-		applied, err := pgx.CollectRows(rows, pgx.RowTo[int])
-		if err != nil {
-			return err
-		}
-		if err := p.createAbsentTables(ctx, tx); err != nil {
-			return err
-		}
-		for _, m := range ms {
-			if slices.Contains(applied, m.version) {
-				continue
-			}
-			if _, err := tx.Exec(ctx, m.sql); err != nil {
-				return fmt.Errorf("migration %04d_%s: %w", m.version, m.name, err)
-			}
-			if _, err := tx.Exec(ctx, "INSERT INTO sys_reconciler_schema (version, name) VALUES ($1, $2)", m.version, m.name); err != nil {
-				return err
-			}
-			p.log.InfoContext(ctx, "applied migration", slog.Int("version", m.version), slog.String("name", m.name))
-		}
-		trig, err := triggersDDL("postgres")
-		if err != nil {
-			return err
-		}
-		if _, err := tx.Exec(ctx, trig); err != nil {
-			return fmt.Errorf("create triggers: %w", err)
-		}
-		tag, err := tx.Exec(ctx, pgBackfill)
-		if err != nil {
-			return fmt.Errorf("backfill revisions: %w", err)
-		}
-		if n := tag.RowsAffected(); n > 0 {
-			p.log.InfoContext(ctx, "gave existing rows a revision", slog.Int64("rows", n))
-		}
-		return nil
+		return pgSchema.Migrate(ctx, pgMigrateTx{tx}, p.log)
 	})
 	return p.interpretError("migrate", err)
 }
 
-// createAbsentTables creates each source table that the search path does
-// not find, from its embedded DDL.
-func (p *PG) createAbsentTables(ctx context.Context, tx pgx.Tx) error {
-	for _, t := range sourceTables {
-		var exists bool
-		if err := tx.QueryRow(ctx, "SELECT to_regclass($1) IS NOT NULL", string(t)).Scan(&exists); err != nil {
-			return fmt.Errorf("look up table %s: %w", t, err)
-		}
-		if exists {
-			p.log.DebugContext(ctx, "table exists: adopted as it is", slog.String("table", string(t)))
-			continue
-		}
-		ddl, err := tableDDL("postgres", t)
-		if err != nil {
-			return err
-		}
-		if _, err := tx.Exec(ctx, ddl); err != nil {
-			return fmt.Errorf("create table %s: %w", t, err)
-		}
-		p.log.InfoContext(ctx, "created table", slog.String("table", string(t)))
+// AutoMigrates implements Store: a PostgreSQL store is shared and
+// migrated only when asked (`reconciler migrate`, --migrate).
+func (p *PG) AutoMigrates() bool { return false }
+
+// pgMigrateTx is Migrate's transaction as Schema.Migrate uses it.
+type pgMigrateTx struct{ tx pgx.Tx }
+
+func (m pgMigrateTx) Applied(ctx context.Context) ([]int, error) {
+	if _, err := m.tx.Exec(ctx, `SET LOCAL client_min_messages = warning;
+CREATE TABLE IF NOT EXISTS sys_reconciler_schema (
+  version integer PRIMARY KEY, name text NOT NULL, applied_at timestamptz NOT NULL DEFAULT now())`); err != nil {
+		return nil, err
 	}
-	return nil
+	rows, err := m.tx.Query(ctx, "SELECT version FROM sys_reconciler_schema")
+	if err != nil {
+		return nil, err
+	}
+	return pgx.CollectRows(rows, pgx.RowTo[int])
+}
+
+// TableExists looks the table up on the search path.
+func (m pgMigrateTx) TableExists(ctx context.Context, t Table) (bool, error) {
+	var exists bool
+	err := m.tx.QueryRow(ctx, "SELECT to_regclass($1) IS NOT NULL", string(t)).Scan(&exists)
+	return exists, err
+}
+
+func (m pgMigrateTx) Exec(ctx context.Context, script string) error {
+	_, err := m.tx.Exec(ctx, script)
+	return err
+}
+
+func (m pgMigrateTx) Record(ctx context.Context, version int, name string) error {
+	_, err := m.tx.Exec(ctx, "INSERT INTO sys_reconciler_schema (version, name) VALUES ($1, $2)", version, name)
+	return err
+}
+
+func (m pgMigrateTx) Backfill(ctx context.Context) (int64, error) {
+	tag, err := m.tx.Exec(ctx, pgBackfill)
+	return tag.RowsAffected(), err
 }
 
 // pgBackfill gives a revision to every source row that has none: rows
@@ -287,13 +285,13 @@ ON CONFLICT (source, key) DO NOTHING`
 // on the source tables (present and enabled: a source table re-created
 // without them would change unseen).
 func (p *PG) CheckSchema(ctx context.Context) error {
-	want, err := expectedTriggers("postgres")
+	want, err := pgSchema.Triggers()
 	if err != nil {
 		return err
 	}
 	var tables, names []string
 	for _, tg := range want {
-		tables, names = append(tables, tg.table), append(names, tg.name)
+		tables, names = append(tables, tg.Table), append(names, tg.Name)
 	}
 	var (
 		v       []int
@@ -306,18 +304,10 @@ func (p *PG) CheckSchema(ctx context.Context) error {
 	if err != nil {
 		return p.interpretError("check schema", err)
 	}
-	if err := checkVersions("postgres", p.url, v); err != nil {
+	if err := pgSchema.CheckVersions(p.url, v); err != nil {
 		return err
 	}
-	return checkTriggers(p.url, missing)
-}
-
-func checkTriggers(url string, missing []string) error {
-	if len(missing) > 0 {
-		return fmt.Errorf("check schema %s: %w: trigger %s missing or disabled (changes to the table go unseen): run `reconciler migrate`",
-			url, ErrSchema, strings.Join(missing, ", "))
-	}
-	return nil
+	return CheckTriggers(p.url, missing)
 }
 
 // pgSnap is the parsed bounds of a textual pg_snapshot.
@@ -606,7 +596,7 @@ func queueCredentials(b *pgx.Batch, rows *Rows, query string, args ...any) {
 			var v *string
 			err := r.Scan(&c.Ref, &v, &c.Revision, &c.UpdatedAt)
 			if v != nil {
-				c.Value = NewSecret(*v)
+				c.Value = secret.New(*v)
 			} else {
 				c.Cleared = true
 			}

@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"time"
+
+	"github.com/objectstack-fleet/reconciler/secret"
 )
 
 // Table names a source table whose rows are desired state.
@@ -94,12 +96,12 @@ type MetadataRow struct {
 // SecretRow is one sys_secret row: an encrypted platform secret.
 // Ciphertext is a Secret so that it cannot be printed by accident.
 type SecretRow struct {
-	ID         string `json:"id"`
-	Namespace  string `json:"namespace,omitempty"`
-	Key        string `json:"key,omitempty"`
-	KMSKeyID   string `json:"kms_key_id,omitempty"`
-	Alg        string `json:"alg,omitempty"`
-	Ciphertext Secret `json:"-"`
+	ID         string        `json:"id"`
+	Namespace  string        `json:"namespace,omitempty"`
+	Key        string        `json:"key,omitempty"`
+	KMSKeyID   string        `json:"kms_key_id,omitempty"`
+	Alg        string        `json:"alg,omitempty"`
+	Ciphertext secret.Secret `json:"-"`
 	// Withheld is the length of a ciphertext above MaxCiphertextBytes,
 	// which was not read (Ciphertext is empty); 0 when it was read.
 	Withheld       int64   `json:"withheld,omitempty"`
@@ -113,11 +115,11 @@ type SecretRow struct {
 // CredentialRow is one sys_connector_credential row. Value is a Secret so
 // that it cannot be printed by accident.
 type CredentialRow struct {
-	Ref       string    `json:"ref"`
-	Value     Secret    `json:"-"`
-	Cleared   bool      `json:"cleared"` // value IS NULL
-	Revision  int64     `json:"revision"`
-	UpdatedAt time.Time `json:"updated_at"`
+	Ref       string        `json:"ref"`
+	Value     secret.Secret `json:"-"`
+	Cleared   bool          `json:"cleared"` // value IS NULL
+	Revision  int64         `json:"revision"`
+	UpdatedAt time.Time     `json:"updated_at"`
 }
 
 // Rows is a set of current source rows. A key asked for in Read but absent

@@ -3,6 +3,7 @@ package snapshot
 import (
 	"context"
 	"database/sql"
+	"embed"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -15,6 +16,8 @@ import (
 
 	"modernc.org/sqlite"
 	sqlite3 "modernc.org/sqlite/lib"
+
+	"github.com/objectstack-fleet/reconciler/secret"
 )
 
 // SQLite is the embedded store (pure Go, no cgo). One writer at a time
@@ -29,6 +32,38 @@ type SQLite struct {
 }
 
 var _ Store = (*SQLite)(nil)
+
+//go:embed migrations/sqlite
+var sqliteMigrations embed.FS
+
+// sqliteSchema is the SQLite store's migrations.
+var sqliteSchema = NewSchema("sqlite", mustSub(sqliteMigrations, "migrations/sqlite"))
+
+func init() {
+	Register(Backend{
+		Kind:     "sqlite",
+		Schemes:  []string{"sqlite"},
+		Form:     "sqlite://PATH",
+		CheckURL: checkSQLiteURL,
+		Schema:   sqliteSchema,
+		Open: func(rawURL string, opts OpenOptions) (Store, error) {
+			s, err := newSQLite(rawURL, opts)
+			if err != nil {
+				return nil, err
+			}
+			return s, nil
+		},
+	})
+}
+
+// checkSQLiteURL is store.url's check of a SQLite URL: a file path, no
+// query.
+func checkSQLiteURL(s string) error {
+	if _, err := SQLitePath(s); err != nil {
+		return errors.New("want sqlite://rel/path.db or sqlite:///abs/path.db (no query)")
+	}
+	return nil
+}
 
 // sqliteTime is how timestamps are stored: RFC 3339 in UTC with
 // milliseconds, the same text strftime('%Y-%m-%dT%H:%M:%fZ') writes, so
@@ -138,81 +173,53 @@ func (s *SQLite) writeTx(ctx context.Context, f func(c *sql.Conn) error) (err er
 	return err
 }
 
-// Migrate implements Store: in one write transaction it creates the
-// source tables that are absent, applies the embedded migrations not yet
-// recorded in sys_reconciler_schema, (re)creates the row triggers on the
-// source tables and gives every source row that has none a revision. It
-// never alters a column, index or constraint of an existing source table.
+// Migrate implements Store: Schema.Migrate in one write transaction.
 func (s *SQLite) Migrate(ctx context.Context) error {
-	ms, err := loadMigrations("sqlite")
-	if err != nil {
-		return err
-	}
-	err = s.writeTx(ctx, func(c *sql.Conn) error {
-		if _, err := c.ExecContext(ctx, `CREATE TABLE IF NOT EXISTS sys_reconciler_schema (
-  version INTEGER PRIMARY KEY, name TEXT NOT NULL,
-  applied_at TEXT NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%fZ', 'now')))`); err != nil {
-			return err
-		}
-		// Every migration not recorded is applied, in order: one numbered
-		// below the newest applied (landed later) is not skipped.
-		applied, err := sqliteSelect(ctx, c, "SELECT version FROM sys_reconciler_schema", nil,
-			func(r *sql.Rows) (v int, err error) { return v, r.Scan(&v) })
-		if err != nil {
-			return err
-		}
-		if err := s.createAbsentTables(ctx, c); err != nil {
-			return err
-		}
-		for _, m := range ms {
-			if slices.Contains(applied, m.version) {
-				continue
-			}
-			if _, err := c.ExecContext(ctx, m.sql); err != nil {
-				return fmt.Errorf("migration %04d_%s: %w", m.version, m.name, err)
-			}
-			if _, err := c.ExecContext(ctx, "INSERT INTO sys_reconciler_schema (version, name) VALUES (?, ?)", m.version, m.name); err != nil {
-				return err
-			}
-			s.log.InfoContext(ctx, "applied migration", slog.Int("version", m.version), slog.String("name", m.name))
-		}
-		trig, err := triggersDDL("sqlite")
-		if err != nil {
-			return err
-		}
-		if _, err := c.ExecContext(ctx, trig); err != nil {
-			return fmt.Errorf("create triggers: %w", err)
-		}
-		if _, err := c.ExecContext(ctx, sqliteBackfill); err != nil {
-			return fmt.Errorf("backfill revisions: %w", err)
-		}
-		return nil
+	err := s.writeTx(ctx, func(c *sql.Conn) error {
+		return sqliteSchema.Migrate(ctx, sqliteMigrateTx{c}, s.log)
 	})
 	return s.interpretError("migrate", err)
 }
 
-// createAbsentTables creates each source table that is absent from its
-// embedded DDL.
-func (s *SQLite) createAbsentTables(ctx context.Context, c *sql.Conn) error {
-	for _, t := range sourceTables {
-		var n int
-		if err := c.QueryRowContext(ctx, "SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = ?", string(t)).Scan(&n); err != nil {
-			return fmt.Errorf("look up table %s: %w", t, err)
-		}
-		if n > 0 {
-			s.log.DebugContext(ctx, "table exists: adopted as it is", slog.String("table", string(t)))
-			continue
-		}
-		ddl, err := tableDDL("sqlite", t)
-		if err != nil {
-			return err
-		}
-		if _, err := c.ExecContext(ctx, ddl); err != nil {
-			return fmt.Errorf("create table %s: %w", t, err)
-		}
-		s.log.InfoContext(ctx, "created table", slog.String("table", string(t)))
+// AutoMigrates implements Store: a SQLite store is a local file of this
+// process's, migrated at every start.
+func (s *SQLite) AutoMigrates() bool { return true }
+
+// sqliteMigrateTx is Migrate's transaction as Schema.Migrate uses it.
+type sqliteMigrateTx struct{ c *sql.Conn }
+
+func (m sqliteMigrateTx) Applied(ctx context.Context) ([]int, error) {
+	if _, err := m.c.ExecContext(ctx, `CREATE TABLE IF NOT EXISTS sys_reconciler_schema (
+  version INTEGER PRIMARY KEY, name TEXT NOT NULL,
+  applied_at TEXT NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%fZ', 'now')))`); err != nil {
+		return nil, err
 	}
-	return nil
+	return sqliteSelect(ctx, m.c, "SELECT version FROM sys_reconciler_schema", nil,
+		func(r *sql.Rows) (v int, err error) { return v, r.Scan(&v) })
+}
+
+func (m sqliteMigrateTx) TableExists(ctx context.Context, t Table) (bool, error) {
+	var n int
+	err := m.c.QueryRowContext(ctx, "SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = ?", string(t)).Scan(&n)
+	return n > 0, err
+}
+
+func (m sqliteMigrateTx) Exec(ctx context.Context, script string) error {
+	_, err := m.c.ExecContext(ctx, script)
+	return err
+}
+
+func (m sqliteMigrateTx) Record(ctx context.Context, version int, name string) error {
+	_, err := m.c.ExecContext(ctx, "INSERT INTO sys_reconciler_schema (version, name) VALUES (?, ?)", version, name)
+	return err
+}
+
+func (m sqliteMigrateTx) Backfill(ctx context.Context) (int64, error) {
+	res, err := m.c.ExecContext(ctx, sqliteBackfill)
+	if err != nil {
+		return 0, err
+	}
+	return res.RowsAffected()
 }
 
 // sqliteBackfill gives a revision (and a journal entry) to every source row
@@ -228,7 +235,7 @@ WHERE NOT EXISTS (SELECT 1 FROM sys_reconciler_revision r WHERE r.source = t.sou
 // CheckSchema implements Store: the schema version and the row triggers
 // on the source tables.
 func (s *SQLite) CheckSchema(ctx context.Context) error {
-	want, err := expectedTriggers("sqlite")
+	want, err := sqliteSchema.Triggers()
 	if err != nil {
 		return err
 	}
@@ -240,7 +247,7 @@ func (s *SQLite) CheckSchema(ctx context.Context) error {
 	if err != nil {
 		return s.interpretError("check schema", err)
 	}
-	if err := checkVersions("sqlite", s.url, v); err != nil {
+	if err := sqliteSchema.CheckVersions(s.url, v); err != nil {
 		return err
 	}
 	have, err := sqliteSelect(ctx, s.db, "SELECT name || ' on ' || tbl_name FROM sqlite_master WHERE type = 'trigger'", nil,
@@ -253,11 +260,11 @@ func (s *SQLite) CheckSchema(ctx context.Context) error {
 	}
 	var missing []string
 	for _, tg := range want {
-		if n := tg.name + " on " + tg.table; !slices.Contains(have, n) {
+		if n := tg.Name + " on " + tg.Table; !slices.Contains(have, n) {
 			missing = append(missing, n)
 		}
 	}
-	return checkTriggers(s.url, missing)
+	return CheckTriggers(s.url, missing)
 }
 
 const sqliteHead = `max(coalesce((SELECT max(seq) FROM sys_reconcile_journal), 0), st.pruned_seq)`
@@ -405,7 +412,7 @@ func scanSQLiteCredential(r *sql.Rows) (CredentialRow, error) {
 	var c CredentialRow
 	var ref, v, at sql.NullString
 	err := r.Scan(&ref, &v, &c.Revision, &at)
-	c.Ref, c.Value, c.Cleared, c.UpdatedAt = ref.String, NewSecret(v.String), !v.Valid, parseSQLiteTime(at.String)
+	c.Ref, c.Value, c.Cleared, c.UpdatedAt = ref.String, secret.New(v.String), !v.Valid, parseSQLiteTime(at.String)
 	return c, err
 }
 

@@ -19,8 +19,13 @@ type Store interface {
 	CheckSchema(ctx context.Context) error
 	// Ping checks that the store is reachable.
 	Ping(ctx context.Context) error
-	// Kind is "postgres" or "sqlite".
+	// Kind names the store's backend (Backend.Kind): "postgres",
+	// "sqlite".
 	Kind() string
+	// AutoMigrates reports whether the daemon migrates the store at every
+	// start (a store of its own, such as a SQLite file) rather than only
+	// when asked (`reconciler migrate`, --migrate: a shared server).
+	AutoMigrates() bool
 }
 
 // OpenOptions tune Open.

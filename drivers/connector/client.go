@@ -13,7 +13,7 @@ import (
 
 	"github.com/objectstack-fleet/reconciler/internal/redact"
 	"github.com/objectstack-fleet/reconciler/reconcile"
-	"github.com/objectstack-fleet/reconciler/snapshot"
+	"github.com/objectstack-fleet/reconciler/secret"
 )
 
 // ErrClosed is returned by Client.Do after Close.
@@ -25,7 +25,7 @@ var ErrClosed = errors.New("connector client closed")
 type Client struct {
 	name      string
 	spec      Spec
-	secret    snapshot.Secret
+	secret    secret.Secret
 	transport *http.Transport
 	http      *http.Client
 	closed    atomic.Bool
@@ -45,7 +45,7 @@ func (c *Client) Revalidate(ctx context.Context) error {
 	return c.recheck(ctx)
 }
 
-func newClient(name string, spec Spec, secret snapshot.Secret, base *http.Transport) *Client {
+func newClient(name string, spec Spec, secret secret.Secret, base *http.Transport) *Client {
 	t := base.Clone()
 	c := &Client{name: name, spec: spec, secret: secret, transport: t}
 	c.http = &http.Client{Transport: t, CheckRedirect: c.checkRedirect}

@@ -17,7 +17,7 @@ import (
 	"github.com/objectstack-fleet/reconciler/metadata"
 	"github.com/objectstack-fleet/reconciler/reconcile"
 	"github.com/objectstack-fleet/reconciler/registry"
-	"github.com/objectstack-fleet/reconciler/snapshot"
+	"github.com/objectstack-fleet/reconciler/secret"
 )
 
 // Defaults for Options.
@@ -134,7 +134,7 @@ func (m *Materializer) Materialize(ctx context.Context, d reconcile.Desired) (re
 	return c, nil
 }
 
-func checkSecret(spec Spec, s snapshot.Secret) error {
+func checkSecret(spec Spec, s secret.Secret) error {
 	if spec.AuthType == AuthNone {
 		return nil
 	}

@@ -22,6 +22,7 @@ import (
 	"github.com/objectstack-fleet/reconciler/metadata"
 	"github.com/objectstack-fleet/reconciler/reconcile"
 	"github.com/objectstack-fleet/reconciler/registry"
+	"github.com/objectstack-fleet/reconciler/secret"
 	"github.com/objectstack-fleet/reconciler/snapshot"
 )
 
@@ -107,13 +108,13 @@ func body(provider, baseURL, probePath, extra string, auth string) string {
 	return b + `,"enabled":true}`
 }
 
-func desired(b string, secret string) reconcile.Desired {
+func desired(b string, value string) reconcile.Desired {
 	return reconcile.Desired{
 		Kind: registry.KindConnector, Key: "crm", Revision: 3,
 		Body:          json.RawMessage(b),
 		Metadata:      &snapshot.MetadataRow{ID: "m1", Type: "connector", Name: "crm", State: "active", Metadata: json.RawMessage(b), Revision: 3},
 		CredentialRef: "crm-token",
-		Secret:        snapshot.NewSecret(secret),
+		Secret:        secret.New(value),
 	}
 }
 

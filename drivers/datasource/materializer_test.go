@@ -15,7 +15,7 @@ import (
 	"github.com/objectstack-fleet/reconciler/internal/proctest"
 	"github.com/objectstack-fleet/reconciler/reconcile"
 	"github.com/objectstack-fleet/reconciler/registry"
-	"github.com/objectstack-fleet/reconciler/snapshot"
+	"github.com/objectstack-fleet/reconciler/secret"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -38,9 +38,9 @@ func record(driver, config, pool string, active bool) string {
 }
 
 // desired is the loop's Desired for a record body and a resolved password.
-func desired(body, secret string) reconcile.Desired {
+func desired(body, value string) reconcile.Desired {
 	return reconcile.Desired{Kind: registry.KindDatasource, Key: "crm", Revision: 5, Body: json.RawMessage(body),
-		CredentialRef: "sys_secret:sec_0a1b", Secret: snapshot.NewSecret(secret)}
+		CredentialRef: "sys_secret:sec_0a1b", Secret: secret.New(value)}
 }
 
 func debugLogger() (*slog.Logger, *proctest.Buffer) {

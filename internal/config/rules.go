@@ -10,52 +10,55 @@ import (
 	"strings"
 
 	"github.com/objectstack-fleet/reconciler/drivers/connector"
-	"github.com/objectstack-fleet/reconciler/internal/redact"
-	"github.com/objectstack-fleet/reconciler/snapshot"
+	"github.com/objectstack-fleet/reconciler/internal/storeurl"
 )
 
 // The rules of the keys' values, and the steps that read several keys.
 // Each is named by a row of the declarations (keys.go).
 
+// checkStoreURL checks the form of store.url against the store backends
+// linked in (internal/storeurl: each registers its schemes).
 func checkStoreURL(s string) error {
 	if s == "" {
-		return errors.New("must not be empty (want sqlite://PATH or postgres://…)")
+		return fmt.Errorf("must not be empty (want %s)", storeurl.WantForms())
 	}
-	i := strings.Index(s, "://")
-	if i <= 0 {
-		return errors.New("not a URL (want sqlite://PATH or postgres://…)")
+	sc, err := storeurl.Lookup(s)
+	var unknown *storeurl.UnknownError
+	switch {
+	case errors.As(err, &unknown):
+		return fmt.Errorf("unknown scheme %q (want %s)", strings.ToLower(unknown.Scheme), storeurl.WantForms())
+	case err != nil:
+		return fmt.Errorf("not a URL (want %s)", storeurl.WantForms())
 	}
-	switch scheme := strings.ToLower(s[:i]); scheme {
-	case "sqlite":
-		if _, err := snapshot.SQLitePath(s); err != nil {
-			return errors.New("want sqlite://rel/path.db or sqlite:///abs/path.db (no query)")
-		}
-	case "postgres", "postgresql":
-		if _, err := url.Parse(s); err != nil {
-			return fmt.Errorf("malformed postgres URL %q", redact.URL(s))
-		}
-	default:
-		return fmt.Errorf("unknown scheme %q (want sqlite or postgres)", scheme)
+	if sc.Check != nil {
+		return sc.Check(s)
 	}
 	return nil
 }
 
-// checkStoreReadURL checks the form of store.read_url: a PostgreSQL URL
-// beside a PostgreSQL store.url, naming another server. Whether it really
-// is a standby of store.url is checked at start, against both servers.
+// checkStoreReadURL checks the form of store.read_url: a URL of a backend
+// that takes a standby, beside a store.url of the same backend, naming
+// another server. Whether it really is a standby of store.url is checked
+// at start, against both servers.
 func checkStoreReadURL(s, storeURL string) error {
 	if s == "" {
 		return nil
 	}
-	scheme, _, ok := strings.Cut(s, "://")
-	if !ok || (!strings.EqualFold(scheme, "postgres") && !strings.EqualFold(scheme, "postgresql")) {
-		return errors.New("want a postgres:// URL of a hot standby of store.url")
+	read, err := storeurl.Lookup(s)
+	if err != nil || !read.Standby {
+		return fmt.Errorf("want a %s URL of a hot standby of store.url", storeurl.WantStandby())
 	}
-	if _, err := url.Parse(s); err != nil {
-		return fmt.Errorf("malformed postgres URL %q", redact.URL(s))
+	if read.Check != nil {
+		if err := read.Check(s); err != nil {
+			return err
+		}
 	}
-	if st, _, _ := strings.Cut(storeURL, "://"); !strings.EqualFold(st, "postgres") && !strings.EqualFold(st, "postgresql") {
-		return fmt.Errorf("needs a postgres:// %s (a SQLite store has no standby)", KeyStoreURL)
+	if st, err := storeurl.Lookup(storeURL); err != nil || st.Kind != read.Kind {
+		kind := "such"
+		if err == nil {
+			kind = st.Kind
+		}
+		return fmt.Errorf("needs a %s %s (a %s store has no standby)", read.Names[0]+"://", KeyStoreURL, kind)
 	}
 	if s == storeURL {
 		return fmt.Errorf("names the same server as %s: want a hot standby of it (or leave it empty)", KeyStoreURL)

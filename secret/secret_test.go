@@ -1,4 +1,4 @@
-package snapshot_test
+package secret_test
 
 import (
 	"encoding/json"
@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/objectstack-fleet/reconciler/snapshot"
+	"github.com/objectstack-fleet/reconciler/secret"
 )
 
 const secretCanary = "canary-secret-7f3e1d"
@@ -16,21 +16,21 @@ const secretCanary = "canary-secret-7f3e1d"
 // field, printed by reflection.
 type holder struct {
 	name   string
-	secret snapshot.Secret
-	nested struct{ s snapshot.Secret }
-	list   []snapshot.Secret
-	ptr    *snapshot.Secret
-	m      map[string]snapshot.Secret
+	secret secret.Secret
+	nested struct{ s secret.Secret }
+	list   []secret.Secret
+	ptr    *secret.Secret
+	m      map[string]secret.Secret
 }
 
 type exported struct {
 	Name   string
-	Secret snapshot.Secret
+	Secret secret.Secret
 }
 
 func TestSecretNeverPrinted(t *testing.T) {
-	s := snapshot.NewSecret(secretCanary)
-	h := holder{name: "crm", secret: s, list: []snapshot.Secret{s}, ptr: &s, m: map[string]snapshot.Secret{"k": s}}
+	s := secret.New(secretCanary)
+	h := holder{name: "crm", secret: s, list: []secret.Secret{s}, ptr: &s, m: map[string]secret.Secret{"k": s}}
 	h.nested.s = s
 	e := exported{Name: "crm", Secret: s}
 	var out []string
@@ -53,7 +53,7 @@ func TestSecretNeverPrinted(t *testing.T) {
 	if s.Reveal() != secretCanary || s.IsEmpty() {
 		t.Fatal("Reveal lost the value")
 	}
-	var zero snapshot.Secret
+	var zero secret.Secret
 	if zero.Reveal() != "" || !zero.IsEmpty() || fmt.Sprintf("%+v", holder{}) == "" {
 		t.Fatal("zero Secret")
 	}
