@@ -18,7 +18,6 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/objectstack-fleet/reconciler/daemon"
 	"github.com/objectstack-fleet/reconciler/reconcile"
 	"github.com/objectstack-fleet/reconciler/snapshot"
 )
@@ -449,7 +448,7 @@ func (f *fleet) startOne(ctx context.Context, env *scaleEnv, i int, interval tim
 	go func() { // the daemon's keepalive heartbeat (nothing changes here), at a random phase: a fleet started over time
 		defer f.wg.Done()
 		start := time.Now()
-		every := daemon.HeartbeatInterval(interval)
+		every := snapshot.HeartbeatInterval(interval)
 		next := time.Duration(rand.Int64N(int64(every)))
 		for {
 			select {
@@ -551,10 +550,10 @@ func writeScale(cfg ScaleConfig, r *ScaleResult) error {
 	p("Produced by `%s`. Each mode runs on a private cluster the bench starts (PostgreSQL 15, fsync off); "+
 		"the fleet runs in one process: every reconciler has its own store pool (one connection), polls every %s "+
 		"with the default jitter, checks for stalls every fifth poll (a statement only when its poll's snapshot cannot answer: see snapshot.PG.Stall) "+
-		"and writes its keepalive heartbeat every %s (daemon.HeartbeatInterval; at random phases, as a fleet started over time), as `reconciler run` does "+
+		"and writes its keepalive heartbeat every %s (snapshot.HeartbeatInterval; at random phases, as a fleet started over time), as `reconciler run` does "+
 		"(hints off: LISTEN cannot go through PgBouncer, nor to a standby). %d rows in the store; %s windows. "+
 		"CPU is exact per process (/proc/PID/schedstat) over every process of the server, its idle background work included.\n\n",
-		cfg.Command, cfg.Interval, daemon.HeartbeatInterval(cfg.Interval), cfg.Rows, cfg.Window)
+		cfg.Command, cfg.Interval, snapshot.HeartbeatInterval(cfg.Interval), cfg.Rows, cfg.Window)
 	p("Modes: **direct** (every reconciler connects to the primary); **pgbouncer** (Debian's PgBouncer 1.18, transaction pooling, " +
 		"20 server connections; pgx in `default_query_exec_mode=exec`: the extended protocol without named prepared statements, " +
 		"which PgBouncer 1.18 cannot keep across transactions); **standby** (`store.read_url` on a streaming hot standby: polls and " +

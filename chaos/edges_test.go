@@ -17,7 +17,7 @@ import (
 // packages that own the parsers; this suite adds what needs a live
 // daemon:
 //
-//   - daemon/statusapi FuzzHandler: the HTTP API handler, any method, path and query
+//   - internal/daemon/statusapi FuzzHandler: the HTTP API handler, any method, path and query
 //   - internal/config FuzzParse: the config loader
 //   - drivers/engine FuzzDecode, drivers/connector FuzzParseSpec,
 //     drivers/datasource FuzzParseConfig: the row decoders

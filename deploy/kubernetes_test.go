@@ -11,7 +11,7 @@ import (
 
 	"go.yaml.in/yaml/v3"
 
-	"github.com/objectstack-fleet/reconciler/daemon"
+	"github.com/objectstack-fleet/reconciler/internal/daemon"
 )
 
 // k8sProbe, k8sContainer and k8sDoc are the parts of the rendered

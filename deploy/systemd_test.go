@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/objectstack-fleet/reconciler/daemon"
+	"github.com/objectstack-fleet/reconciler/internal/daemon"
 )
 
 // unitFile is a parsed systemd unit: section → key → values in order.

@@ -15,8 +15,8 @@ import (
 
 	"github.com/spf13/pflag"
 
-	"github.com/objectstack-fleet/reconciler/daemon/statusapi"
 	"github.com/objectstack-fleet/reconciler/internal/config"
+	"github.com/objectstack-fleet/reconciler/internal/daemon/statusapi"
 	"github.com/objectstack-fleet/reconciler/internal/redact"
 )
 

@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/objectstack-fleet/reconciler/daemon/statusapi"
+	"github.com/objectstack-fleet/reconciler/internal/daemon/statusapi"
 	"github.com/objectstack-fleet/reconciler/reconcile"
 	"github.com/objectstack-fleet/reconciler/registry"
 	"github.com/objectstack-fleet/reconciler/snapshot"

@@ -9,8 +9,8 @@ import (
 
 	"github.com/spf13/pflag"
 
-	"github.com/objectstack-fleet/reconciler/daemon"
 	"github.com/objectstack-fleet/reconciler/internal/config"
+	"github.com/objectstack-fleet/reconciler/internal/daemon"
 	"github.com/objectstack-fleet/reconciler/internal/fleet"
 	"github.com/objectstack-fleet/reconciler/reconcile"
 	"github.com/objectstack-fleet/reconciler/registry"
@@ -87,7 +87,7 @@ func runFleet(ctx context.Context, c *cli, fs *pflag.FlagSet) error {
 }
 
 func buildFleet(head snapshot.Watermark, reps []snapshot.Replica, poll time.Duration, now time.Time) fleetView {
-	return fleet.Build(head, reps, daemon.HeartbeatInterval(poll), now)
+	return fleet.Build(head, reps, snapshot.HeartbeatInterval(poll), now)
 }
 
 func printFleet(c *cli, v fleetView) {

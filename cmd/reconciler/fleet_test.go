@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/objectstack-fleet/reconciler/daemon/statusapi"
+	"github.com/objectstack-fleet/reconciler/internal/daemon/statusapi"
 	"github.com/objectstack-fleet/reconciler/snapshot/snapshottest"
 )
 

@@ -7,8 +7,8 @@ import (
 
 	"github.com/spf13/pflag"
 
-	"github.com/objectstack-fleet/reconciler/daemon"
 	"github.com/objectstack-fleet/reconciler/internal/config"
+	"github.com/objectstack-fleet/reconciler/internal/daemon"
 	"github.com/objectstack-fleet/reconciler/internal/redact"
 	"github.com/objectstack-fleet/reconciler/snapshot"
 )

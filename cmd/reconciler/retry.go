@@ -9,7 +9,7 @@ import (
 
 	"github.com/spf13/pflag"
 
-	"github.com/objectstack-fleet/reconciler/daemon/statusapi"
+	"github.com/objectstack-fleet/reconciler/internal/daemon/statusapi"
 )
 
 func retryCmd() *command {

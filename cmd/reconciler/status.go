@@ -10,7 +10,7 @@ import (
 
 	"github.com/spf13/pflag"
 
-	"github.com/objectstack-fleet/reconciler/daemon/statusapi"
+	"github.com/objectstack-fleet/reconciler/internal/daemon/statusapi"
 	"github.com/objectstack-fleet/reconciler/reconcile"
 	"github.com/objectstack-fleet/reconciler/registry"
 	"github.com/objectstack-fleet/reconciler/snapshot"

@@ -64,7 +64,7 @@ func (v View) Visible() View {
 }
 
 // Build judges each heartbeat row against the store's head; beat is how
-// often a replica writes its heartbeat (daemon.HeartbeatInterval).
+// often a replica writes its heartbeat (snapshot.HeartbeatInterval).
 func Build(head snapshot.Watermark, reps []snapshot.Replica, beat time.Duration, now time.Time) View {
 	view := View{Head: head, Replicas: make([]Row, 0, len(reps))}
 	for _, r := range reps {

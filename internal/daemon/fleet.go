@@ -28,6 +28,6 @@ func fleetReader(store fleetStore, poll time.Duration) func(context.Context) (fl
 		if err != nil {
 			return fleet.View{}, fmt.Errorf("read heartbeats: %w", err)
 		}
-		return fleet.Build(head, reps, HeartbeatInterval(poll), time.Now()), nil
+		return fleet.Build(head, reps, snapshot.HeartbeatInterval(poll), time.Now()), nil
 	}
 }

@@ -15,10 +15,10 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"golang.org/x/sync/errgroup"
 
-	"github.com/objectstack-fleet/reconciler/daemon/statusapi"
 	"github.com/objectstack-fleet/reconciler/drivers/replica"
 	"github.com/objectstack-fleet/reconciler/internal/backoff"
 	"github.com/objectstack-fleet/reconciler/internal/config"
+	"github.com/objectstack-fleet/reconciler/internal/daemon/statusapi"
 	"github.com/objectstack-fleet/reconciler/internal/redact"
 	"github.com/objectstack-fleet/reconciler/internal/shutdown"
 	"github.com/objectstack-fleet/reconciler/reconcile"
@@ -185,17 +185,6 @@ func newStopPhases(stop context.Context) stopPhases {
 		cancel: func() { cancelLoop(); cancelParts(); cancelBeat() }}
 }
 
-// HeartbeatInterval is how often a replica with poll.interval poll writes
-// its heartbeat row at least (a keepalive: a change of what the row
-// reports is written at once): 5 polls, and not more often than every
-// heartbeatFloor. Fleet views judge staleness by it (`reconciler fleet`,
-// the status page).
-func HeartbeatInterval(poll time.Duration) time.Duration { return max(5*poll, heartbeatFloor) }
-
-// heartbeatFloor keeps a large fleet's keepalives cheap for the store: at
-// poll.interval 1s, 1,000 replicas write 33 rows a second, not 200.
-const heartbeatFloor = 30 * time.Second
-
 // Run prepares the store, starts every part and runs until ctx ends; then
 // the loop finishes or abandons its pass, closes every instance, the other
 // parts stop, and a last heartbeat marked stopped is written, all within
@@ -247,7 +236,7 @@ func (d *Daemon) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	hb := &heartbeater{store: store, version: d.opts.Version, log: log, every: HeartbeatInterval(cfg.PollInterval), wake: make(chan struct{}, 1)}
+	hb := &heartbeater{store: store, version: d.opts.Version, log: log, every: snapshot.HeartbeatInterval(cfg.PollInterval), wake: make(chan struct{}, 1)}
 	// The loop is built after the driver (it notifies it); the driver runs
 	// only once the loop exists.
 	var rec *reconcile.Reconciler

@@ -7,4 +7,12 @@
 // Everything that can fail at startup (store unreachable or unmigrated,
 // busy listen address, unwritable drift directory, missing token) fails
 // before any goroutine starts, so a failed start leaves nothing behind.
+//
+// It is the composition root, so it is internal: its options carry the
+// internal config type, and only cmd/reconciler (and deploy's tests, for
+// StopTimeout) import it. It and its statusapi are the one tree under
+// internal/ that imports the public packages (reconcile, snapshot,
+// drivers/*): the layering's one exception, as the root it must be. What
+// a program outside the module needs of its contract lives in the public
+// package that owns it (snapshot.HeartbeatInterval for the heartbeat row).
 package daemon

@@ -83,7 +83,7 @@ func (d *Daemon) restarter(cfg *config.Config, drv *replica.Driver, store replic
 		LeaseTimeout: cfg.RestartLeaseTimeout,
 		Shadow:       restartShadow(cfg),
 		Store:        store,
-		Beat:         HeartbeatInterval(cfg.PollInterval),
+		Beat:         snapshot.HeartbeatInterval(cfg.PollInterval),
 		OnChange:     onChange,
 		Metrics:      m,
 		Logger:       d.log,
