@@ -26,10 +26,10 @@ import (
 // per entry.
 //
 // Materialize calls run on a few long-lived workers (apply.concurrency),
-// one call after another, each with its own context.WithTimeout
-// (apply.timeout, or sooner the parent's end). When that context ends, a
-// timer armed by context.AfterFunc gives the call abandonGrace to return;
-// a call still running then is abandoned and its worker replaced.
+// one call after another, watched by one watchdog per batch: it ends the
+// context of a call at its deadline (or when the reconciler stops), and
+// abandons the worker of a call still running abandonGrace later, starting
+// another in its place. No goroutine, timer or context.WithTimeout per call.
 
 // abandonGrace is how long a materializer whose context ended has to
 // return before it is abandoned: one that honours its context does.
@@ -119,35 +119,44 @@ func (r *Reconciler) materialize(ctx context.Context, m Materializer, d Desired)
 // and returns once every item is finished. start(i) prepares item i and
 // returns the call to make, or false when the item needs none (start
 // finished it). finish(i, …) is told the call's result: by the worker when
-// the call returned in time, by the abandon timer when it did not (a
+// the call returned in time, by the watchdog when it was abandoned (a
 // timeout, or the reconciler stopping); exactly once per call.
 func (r *Reconciler) guarded(ctx context.Context, n, workers int,
 	start func(i int) (Materializer, Desired, bool), finish func(i int, inst registry.Instance, err error)) {
-	g := &guard{r: r, parent: ctx, n: n, start: start, finish: finish}
+	g := &guard{r: r, parent: ctx, values: context.WithoutCancel(ctx), n: n, start: start, finish: finish,
+		calls: make(map[*call]struct{}, workers), wake: make(chan struct{}, 1), quit: make(chan struct{})}
+	watched := make(chan struct{})
+	go func() {
+		defer close(watched)
+		g.watch()
+	}()
 	workers = max(1, min(workers, n))
 	g.wg.Add(workers)
 	for range workers {
 		go g.work()
 	}
 	g.wg.Wait()
+	close(g.quit)
+	<-watched
 }
 
 // guard is one batch of guarded calls.
 type guard struct {
 	r      *Reconciler
 	parent context.Context
+	values context.Context // parent without its cancellation: the values calls see
 	n      int
 	next   atomic.Int64 // the next item to start
 	start  func(i int) (Materializer, Desired, bool)
 	finish func(i int, inst registry.Instance, err error)
 	wg     sync.WaitGroup // workers (an abandoned one is no longer counted)
-}
 
-// call is one guarded Materialize call.
-type call struct {
-	i     int
-	ref   registry.Ref
-	state atomic.Int32 // callRunning, then callTaken or callAbandoned
+	mu       sync.Mutex
+	calls    map[*call]struct{} // in flight
+	wakeAt   time.Time          // the watchdog looks again by then (zero: no call)
+	stopping error              // parent's error once it ended
+	wake     chan struct{}      // a call is due before wakeAt
+	quit     chan struct{}      // every item is finished
 }
 
 // work runs items until there are none left, or until its call is
@@ -163,44 +172,189 @@ func (g *guard) work() {
 		if !ok {
 			continue
 		}
-		c := &call{i: i, ref: registry.Ref{Kind: d.Kind, Key: d.Key}}
-		ctx, cancel := context.WithTimeout(g.parent, g.r.opts.ApplyTimeout)
-		watch := context.AfterFunc(ctx, func() { time.AfterFunc(abandonGrace, func() { g.abandon(ctx, c) }) })
-		res := g.r.callMaterializer(ctx, m, d)
+		c := g.begin(i, d)
+		res := g.r.callMaterializer(c, m, d)
 		if !c.state.CompareAndSwap(callRunning, callTaken) {
 			// Abandoned: nobody will use what it built.
-			cancel()
 			if res.err == nil {
 				g.r.closeNow(d.Kind, d.Key, res.inst)
 			}
 			g.r.abandoned.done(c.ref)
 			return
 		}
-		watch()
-		inst, err := g.r.attemptResult(ctx, res)
-		cancel() // the call is over: what it left running on its context stops
+		g.mu.Lock()
+		delete(g.calls, c)
+		g.mu.Unlock()
+		inst, err := g.r.attemptResult(c, res)
+		c.cancel(context.Canceled) // the call is over: what it left running on its context stops
 		g.finish(i, inst, err)
 	}
 }
 
-// abandon gives up on a call whose context ended abandonGrace ago, unless
-// it returned meanwhile: its item is finished as cut short and its worker
-// replaced.
-func (g *guard) abandon(ctx context.Context, c *call) {
-	if c.state.Load() != callRunning {
-		return // it returned in time
+// begin registers the call of item i, due at apply.timeout (or the
+// parent's deadline if sooner).
+func (g *guard) begin(i int, d Desired) *call {
+	now := time.Now()
+	c := &call{i: i, ref: registry.Ref{Kind: d.Kind, Key: d.Key}, values: g.values,
+		deadline: now.Add(g.r.opts.ApplyTimeout)}
+	if pd, ok := g.parent.Deadline(); ok && pd.Before(c.deadline) {
+		c.deadline = pd
 	}
+	due := c.deadline
+	g.mu.Lock()
+	g.calls[c] = struct{}{}
+	if g.stopping != nil {
+		c.cancel(g.stopping)
+		c.cutAt = now
+		due = now.Add(abandonGrace)
+	}
+	wake := g.wakeAt.IsZero() || due.Before(g.wakeAt)
+	if wake {
+		g.wakeAt = due
+	}
+	g.mu.Unlock()
+	if wake {
+		select {
+		case g.wake <- struct{}{}:
+		default:
+		}
+	}
+	return c
+}
+
+// watch ends the contexts of calls past their deadline (all of them once
+// the parent ends) and abandons the calls still running abandonGrace
+// later, until the batch is finished. It sleeps until the soonest of
+// those moments: a batch of calls that return in time never wakes it.
+func (g *guard) watch() {
+	t := time.NewTimer(time.Hour)
+	t.Stop()
+	parentDone := g.parent.Done()
+	for {
+		select {
+		case <-g.quit:
+			t.Stop()
+			return
+		case <-parentDone:
+			parentDone = nil
+			g.mu.Lock()
+			g.stopping = g.parent.Err()
+			g.mu.Unlock()
+		case <-g.wake:
+		case <-t.C:
+		}
+		if at := g.sweep(); !at.IsZero() {
+			t.Reset(time.Until(at))
+		}
+	}
+}
+
+// sweep cuts short and abandons what is due, returning when to look again.
+func (g *guard) sweep() time.Time {
+	now := time.Now()
+	var soonest time.Time
+	var late []*call
+	g.mu.Lock()
+	for c := range g.calls {
+		if c.cutAt.IsZero() {
+			switch {
+			case g.stopping != nil:
+				c.cancel(g.stopping)
+				c.cutAt = now
+			case !now.Before(c.deadline):
+				c.cancel(context.DeadlineExceeded)
+				c.cutAt = now
+			}
+		}
+		due := c.deadline
+		if !c.cutAt.IsZero() {
+			if due = c.cutAt.Add(abandonGrace); !now.Before(due) {
+				delete(g.calls, c)
+				late = append(late, c)
+				continue
+			}
+		}
+		if soonest.IsZero() || due.Before(soonest) {
+			soonest = due
+		}
+	}
+	g.wakeAt = soonest
+	g.mu.Unlock()
+	for _, c := range late {
+		g.abandon(c)
+	}
+	return soonest
+}
+
+// abandon gives up on a call whose context ended abandonGrace ago: its
+// item is finished as cut short and its worker replaced.
+func (g *guard) abandon(c *call) {
 	g.r.abandoned.add(c.ref) // before the swap: done must never come first
 	if !c.state.CompareAndSwap(callRunning, callAbandoned) {
 		g.r.abandoned.done(c.ref) // it returned just now: its worker goes on
 		return
 	}
-	g.r.log.WarnContext(ctx, "materializer abandoned: it did not return when its context ended",
+	g.r.log.WarnContext(g.parent, "materializer abandoned: it did not return when its context ended",
 		slog.String("kind", string(c.ref.Kind)), slog.String("key", c.ref.Key))
-	g.finish(c.i, nil, g.r.cutShort(ctx))
+	g.finish(c.i, nil, g.r.cutShort(c))
 	g.wg.Add(1)
 	go g.work()
 	g.wg.Done() // the abandoned worker's
+}
+
+// call is one guarded Materialize call, and the context it is given: the
+// parent's values, a deadline, and an end the watchdog decides.
+type call struct {
+	i        int
+	ref      registry.Ref
+	values   context.Context
+	deadline time.Time
+	state    atomic.Int32 // callRunning, then callTaken or callAbandoned
+	cutAt    time.Time    // when the context ended (guarded by guard.mu)
+
+	mu   sync.Mutex
+	done chan struct{} // made on first use
+	err  error
+}
+
+var _ context.Context = (*call)(nil)
+
+// Deadline is apply.timeout after the call started, or the parent's.
+func (c *call) Deadline() (time.Time, bool) { return c.deadline, true }
+
+// Done is closed when the call is cut short.
+func (c *call) Done() <-chan struct{} {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.done == nil {
+		c.done = make(chan struct{})
+		if c.err != nil {
+			close(c.done)
+		}
+	}
+	return c.done
+}
+
+// Err is context.DeadlineExceeded or the parent's error once cut short.
+func (c *call) Err() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.err
+}
+
+// Value is the parent's value for key.
+func (c *call) Value(key any) any { return c.values.Value(key) }
+
+func (c *call) cancel(err error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.err != nil {
+		return
+	}
+	c.err = err
+	if c.done != nil {
+		close(c.done)
+	}
 }
 
 func (r *Reconciler) callMaterializer(ctx context.Context, m Materializer, d Desired) (res attempt) {
