@@ -16,9 +16,10 @@
 // The plain form (context.WithTimeout per call and a context.AfterFunc
 // arming the abandon timer) was measured against this one on
 // BenchmarkReconcile100k/sqlite/cold-apply (100k no-op materializations,
-// apply.concurrency 4, two shared cores, old and new binaries alternated,
-// 2026-12-01): 1.31× the CPU time per cold start (720 ms against 549 ms,
-// p=0.004), 1.81× the allocations (2.45M against 1.35M) and 1.38× the
-// bytes (276 MiB against 200 MiB). Reproduce it with the
-// cpu-ns/op metric of that benchmark (reconcile/bench_test.go).
+// apply.concurrency 4, two shared cores, old and new binaries alternated
+// ten times, 2026-12-01): 1.34x the CPU time per cold start (713 ms
+// against 533 ms, p<0.001), 1.81x the allocations (2.45M against 1.35M)
+// and 1.38x the bytes (276 MiB against 200 MiB). The cpu-ns/op metric of
+// that benchmark (reconcile/bench_test.go) reproduces it; ns/op varied
+// ±60% between runs on that machine.
 package bounded
