@@ -96,9 +96,9 @@ func (g *guard[P, K, R]) work() {
 		c := g.begin(i, k)
 		r := g.b.Call(c, p)
 		if !c.state.CompareAndSwap(running, taken) {
-			c.abandonMu.Lock() // Abandon has returned
-			c.abandonMu.Unlock()
+			c.abandonMu.Lock() // once Abandon has returned
 			g.b.Late(c.key, r)
+			c.abandonMu.Unlock()
 			return
 		}
 		g.mu.Lock()
