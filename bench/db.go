@@ -12,6 +12,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/objectstack-fleet/reconciler/snapshot"
+	_ "github.com/objectstack-fleet/reconciler/snapshot/backends" // the stores the benchmarks open
 )
 
 // benchDB is one migrated, seeded database of the bench run.

@@ -304,11 +304,11 @@ func (sc *laneSidecar) close() {
 func (sc *laneSidecar) inSync(ctx context.Context, n int, within time.Duration) error {
 	deadline := time.Now().Add(within)
 	for {
-		if c := sc.drv.Counts(); c[registry.ReplicaInSync] >= n {
+		if c := sc.drv.Summary().Counts; c[registry.ReplicaInSync] >= n {
 			return nil
 		}
 		if time.Now().After(deadline) {
-			return fmt.Errorf("not every object in sync within %s: %v", within, sc.drv.Counts())
+			return fmt.Errorf("not every object in sync within %s: %v", within, sc.drv.Summary().Counts)
 		}
 		select {
 		case <-ctx.Done():

@@ -549,7 +549,7 @@ func writeScale(cfg ScaleConfig, r *ScaleResult) error {
 	p("# Fleet scale: reconcilers polling one PostgreSQL\n\n")
 	p("Produced by `%s`. Each mode runs on a private cluster the bench starts (PostgreSQL 15, fsync off); "+
 		"the fleet runs in one process: every reconciler has its own store pool (one connection), polls every %s "+
-		"with the default jitter, checks for stalls every fifth poll (a statement only when its poll's snapshot cannot answer: see snapshot.PG.Stall) "+
+		"with the default jitter, checks for stalls every fifth poll (a statement only when its poll's snapshot cannot answer: see postgres.Store.Stall) "+
 		"and writes its keepalive heartbeat every %s (snapshot.HeartbeatInterval; at random phases, as a fleet started over time), as `reconciler run` does "+
 		"(hints off: LISTEN cannot go through PgBouncer, nor to a standby). %d rows in the store; %s windows. "+
 		"CPU is exact per process (/proc/PID/schedstat) over every process of the server, its idle background work included.\n\n",

@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/objectstack-fleet/reconciler/internal/testdb"
-	"github.com/objectstack-fleet/reconciler/snapshot"
+	"github.com/objectstack-fleet/reconciler/snapshot/postgres"
 )
 
 // A network that fails, not a server that stops: the daemons reach the
@@ -18,7 +18,7 @@ import (
 // a proxy that adds 50 ms of round trip and 1% of lost segments; then the
 // path is cut silently (the link taken down: no RST, no FIN, nothing
 // answers) for 30 s in the middle of a pass, and healed. Each daemon must
-// notice within the dead-path bound (snapshot.DeadPathBound plus a poll),
+// notice within the dead-path bound (postgres.DeadPathBound plus a poll),
 // and converge after healing with nothing missed. Long form only (`make
 // chaos`): the partition alone takes 30 s per round.
 func TestChaosNetwork(t *testing.T) {
@@ -97,11 +97,11 @@ func TestChaosNetwork(t *testing.T) {
 			eventually(t, d.id+" notices the dead path", func() bool { return storeDown(d) })
 			took := time.Since(cut)
 			results.converged("silent partition (veth down 30 s, mid-pass): time to detect", took)
-			t.Logf("%s detected the dead path after %s (bound %s plus a poll)", d.id, took.Round(time.Millisecond), snapshot.DeadPathBound)
+			t.Logf("%s detected the dead path after %s (bound %s plus a poll)", d.id, took.Round(time.Millisecond), postgres.DeadPathBound)
 			// A liveness bound, with room for a loaded machine: what the
 			// README promises.
-			if limit := snapshot.DeadPathBound + 5*time.Second; took > limit {
-				t.Errorf("%s detected the dead path after %s, over the stated bound (%s plus a poll; allowed %s)", d.id, took.Round(time.Millisecond), snapshot.DeadPathBound, limit)
+			if limit := postgres.DeadPathBound + 5*time.Second; took > limit {
+				t.Errorf("%s detected the dead path after %s, over the stated bound (%s plus a poll; allowed %s)", d.id, took.Round(time.Millisecond), postgres.DeadPathBound, limit)
 			}
 		}
 		if rest := partitionFor - time.Since(cut); rest > 0 {

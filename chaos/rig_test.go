@@ -19,7 +19,7 @@ import (
 	_ "github.com/jackc/pgx/v5/stdlib" // database/sql driver "pgx" for reading rows
 	_ "modernc.org/sqlite"             // database/sql driver "sqlite"
 
-	"github.com/objectstack-fleet/reconciler/snapshot"
+	"github.com/objectstack-fleet/reconciler/snapshot/sqlite"
 )
 
 // convergeWithin bounds every convergence wait: generous, never a speed
@@ -150,7 +150,7 @@ func (r ref) String() string { return r.kind + "/" + r.key }
 // openDB opens the store at url with database/sql, for reading rows.
 func openDB(url string) (*sql.DB, error) {
 	if strings.HasPrefix(url, "sqlite://") {
-		path, err := snapshot.SQLitePath(url)
+		path, err := sqlite.Path(url)
 		if err != nil {
 			return nil, err
 		}

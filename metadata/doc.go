@@ -40,4 +40,10 @@
 // member at fault, so a caller classifies them without matching strings.
 // Limits caps the body size and the number of references; parsing is
 // linear in the body.
+//
+// The drivers that build connectors and datasources read the rest of their
+// bodies with the same scanner and the same faults: ReadBody returns a
+// Body read member by member, Faultf names a member the drivers' own rules
+// refuse, and Body.Connector applies Parse's connector rule to a body
+// already read, so a connector body is read once.
 package metadata

@@ -12,42 +12,53 @@ const (
 // by auth.credentialRef; none (or no auth) uses none. enabled: false means
 // the connector is not built.
 func (p *parser) connector() error {
-	c := &Connector{AuthType: AuthNone}
-	p.item.Connector = c
-	var err error
-	if c.Enabled, err = p.root.boolean("enabled", true); err != nil {
+	c, err := connectorOf(&p.root)
+	if err != nil {
 		return err
 	}
-	p.item.Desired = c.Enabled
-	auth, ok, err := p.root.object("auth")
-	if err != nil || !ok {
-		return err
+	p.item.Connector, p.item.Desired = c, c.Enabled
+	if c.CredentialRef != "" {
+		p.refs.add(RefCredential, c.CredentialRef)
+	}
+	return nil
+}
+
+// connectorOf reads the connector rule off root, a connector body.
+func connectorOf(root *obj) (*Connector, error) {
+	c := &Connector{AuthType: AuthNone}
+	var err error
+	if c.Enabled, err = root.boolean("enabled", true); err != nil {
+		return nil, err
+	}
+	auth, ok, err := root.object("auth")
+	if err != nil {
+		return nil, err
+	}
+	if !ok {
+		return c, nil
 	}
 	typ, ok, err := auth.str("type")
 	if err != nil {
-		return err
+		return nil, err
 	}
 	if !ok {
-		return faultf(auth.at("type"), "is required")
+		return nil, faultf(auth.at("type"), "is required")
 	}
 	switch typ {
 	case AuthNone:
-		return nil
+		return c, nil
 	case AuthBearer, AuthAPIKey, AuthBasic:
 	default:
-		return faultf(auth.at("type"), "is %s, not one of bearer, api-key, basic or none", quote(typ))
+		return nil, faultf(auth.at("type"), "is %s, not one of bearer, api-key, basic or none", quote(typ))
 	}
 	c.AuthType = typ
-	ref, err := auth.name("credentialRef")
-	if err != nil {
-		return err
+	if c.CredentialRef, err = auth.name("credentialRef"); err != nil {
+		return nil, err
 	}
-	if ref == "" {
-		return faultf(auth.at("credentialRef"), "is required for auth type %s", typ)
+	if c.CredentialRef == "" {
+		return nil, faultf(auth.at("credentialRef"), "is required for auth type %s", typ)
 	}
-	c.CredentialRef = ref
-	p.refs.add(RefCredential, ref)
-	return nil
+	return c, nil
 }
 
 // datasource: a runtime datasource record. Its password comes from

@@ -92,19 +92,6 @@ type attempt struct {
 	panicked bool
 }
 
-// materialize calls m with apply.timeout, turning a panic or a hang into a
-// transient failure of this entry only. A materializer that ignores its
-// context is abandoned; whatever it returns later is closed.
-func (r *Reconciler) materialize(ctx context.Context, m Materializer, d Desired) (registry.Instance, error) {
-	var (
-		inst registry.Instance
-		err  error
-	)
-	r.guarded(ctx, 1, 1, func(int) (Materializer, Desired, bool) { return m, d, true },
-		func(_ int, i registry.Instance, e error) { inst, err = i, e })
-	return inst, err
-}
-
 // guarded runs the items 0..n-1 of a batch on at most workers goroutines
 // and returns once every item is finished. start(i) prepares item i and
 // returns the call to make, or false when the item needs none (start

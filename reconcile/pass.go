@@ -137,7 +137,7 @@ func (r *Reconciler) pass(ctx context.Context, trig Trigger, relist bool) error 
 	}
 	// The stall check is a store call too: one that fails (a path that
 	// died right after the poll) reports the store down now, not at the
-	// next poll, so a dead path shows within snapshot.DeadPathBound.
+	// next poll, so a dead path shows within postgres.DeadPathBound.
 	var stallErr error
 	if err == nil && time.Since(r.lastStall) >= r.opts.StallAge {
 		stallErr = r.refreshStall(ctx)

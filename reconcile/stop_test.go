@@ -181,7 +181,7 @@ func TestTypedNilInstance(t *testing.T) {
 		var p *countedInstance
 		return p, nil
 	})
-	inst, err := r.materialize(context.Background(), typedNil, d)
+	inst, err := materializeOne(context.Background(), r, typedNil, d)
 	if err != nil || inst != (NopInstance{}) {
 		t.Fatalf("typed nil in time: %v, %v; want NopInstance", inst, err)
 	}
@@ -191,7 +191,7 @@ func TestTypedNilInstance(t *testing.T) {
 		var p *countedInstance
 		return p, nil
 	})
-	if _, err := r.materialize(context.Background(), late, d); err == nil {
+	if _, err := materializeOne(context.Background(), r, late, d); err == nil {
 		t.Fatal("late materializer: no error")
 	}
 	close(release)
@@ -199,4 +199,18 @@ func TestTypedNilInstance(t *testing.T) {
 	if strings.Contains(logs.String(), "panicked") {
 		t.Fatalf("closing a typed nil:\n%s", logs.String())
 	}
+}
+
+// materializeOne calls m as the loop does (guarded, with apply.timeout): a
+// panic or a hang is a transient failure of this entry only; a
+// materializer that ignores its context is abandoned and whatever it
+// returns later is closed.
+func materializeOne(ctx context.Context, r *Reconciler, m Materializer, d Desired) (registry.Instance, error) {
+	var (
+		inst registry.Instance
+		err  error
+	)
+	r.guarded(ctx, 1, 1, func(int) (Materializer, Desired, bool) { return m, d, true },
+		func(_ int, i registry.Instance, e error) { inst, err = i, e })
+	return inst, err
 }

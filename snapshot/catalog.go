@@ -15,8 +15,3 @@ type Catalog interface {
 	// name, whatever its organization, package or state, by id.
 	MetadataNamed(ctx context.Context, typ, name string) ([]MetadataRow, error)
 }
-
-var (
-	_ Catalog = (*PG)(nil)
-	_ Catalog = (*SQLite)(nil)
-)

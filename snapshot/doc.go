@@ -3,8 +3,15 @@
 // ObjectStack platform's own, adopted exactly as the platform creates them)
 // and sys_connector_credential (the fleet's), the trigger-fed journal
 // sys_reconcile_journal, the row watermarks sys_reconciler_revision and the
-// fleet tables. It is implemented for PostgreSQL (pgx) and for SQLite (pure
-// Go), and both pass one conformance suite.
+// fleet tables.
+//
+// This package holds what every store shares: the types, the Store
+// interface, the one migrate loop (Schema.Migrate) and Open, which opens a
+// URL with the backend registered for its scheme. Each backend is a
+// package of its own that registers itself in init (Register):
+// snapshot/postgres (pgx) and snapshot/sqlite (pure Go); snapshot/backends
+// links them all. Every backend passes one conformance suite
+// (snapshot/snapshottest).
 //
 // Migrate never alters a platform table: it creates a source table only
 // where it is absent (in the platform's exact shape), and otherwise adds

@@ -19,7 +19,7 @@ var (
 	ErrNotStandby = errors.New("not a hot standby of the store")
 	// ErrNotPlatform: a PostgreSQL database that holds other tables but
 	// not the platform's sys_metadata: most likely not the nodes' database
-	// (see PG.CheckPlatform).
+	// (see postgres.Store.CheckPlatform).
 	ErrNotPlatform = errors.New("not an ObjectStack database")
 	// ErrBadURL: the store URL is malformed or of an unknown scheme.
 	ErrBadURL = errors.New("bad store url")

@@ -1,12 +1,6 @@
 package snapshot
 
-import (
-	"context"
-	"database/sql"
-	"time"
-
-	"github.com/jackc/pgx/v5"
-)
+import "time"
 
 // GuardRecord is one pending guarded eviction of a replica, as the store
 // keeps it (sys_reconciler_guard): a sidecar restarted while it is pending
@@ -24,6 +18,14 @@ type GuardRecord struct {
 	GuardedAt time.Time `json:"guarded_at"`
 }
 
+// StampedAt is GuardedAt, or now for a record that has none yet.
+func (r GuardRecord) StampedAt() time.Time {
+	if r.GuardedAt.IsZero() {
+		return time.Now()
+	}
+	return r.GuardedAt
+}
+
 // GuardRelease is one release of the fleet's guarded evictions
 // (sys_reconciler_guard_release): every sidecar applies the evictions it
 // guarded before it.
@@ -31,177 +33,4 @@ type GuardRelease struct {
 	ID int64     `json:"id"`
 	At time.Time `json:"at"`
 	By string    `json:"by,omitempty"`
-}
-
-// pgSyncGuard makes a replica's rows exactly the keys of $2/$3 (parallel
-// arrays of kinds and keys): rows already there keep their release stamp.
-const pgSyncGuard = `WITH keep AS (
-  SELECT * FROM unnest($2::text[], $3::text[], $4::bigint[], $5::text[], $6::timestamptz[]) AS k(kind, key, revision, reason, guarded_at)
-), gone AS (
-  DELETE FROM sys_reconciler_guard g WHERE g.replica_id = $1
-    AND NOT EXISTS (SELECT 1 FROM keep WHERE keep.kind = g.kind AND keep.key = g.key)
-)
-INSERT INTO sys_reconciler_guard (replica_id, kind, key, revision, reason, after_release, guarded_at)
-SELECT $1, kind, key, revision, reason, (SELECT coalesce(max(id), 0) FROM sys_reconciler_guard_release), guarded_at FROM keep
-ON CONFLICT (replica_id, kind, key) DO NOTHING`
-
-const pgSelectGuard = `SELECT replica_id, kind, key, revision, reason, after_release, guarded_at FROM sys_reconciler_guard`
-
-// SyncGuard implements reconcile.GuardStore.
-func (p *PG) SyncGuard(ctx context.Context, replica string, keep []GuardRecord) ([]GuardRecord, error) {
-	kinds, keys, revs, reasons, ats := make([]string, len(keep)), make([]string, len(keep)), make([]int64, len(keep)),
-		make([]string, len(keep)), make([]time.Time, len(keep))
-	for i, r := range keep {
-		kinds[i], keys[i], revs[i], reasons[i], ats[i] = r.Kind, r.Key, r.Revision, r.Reason, nowIfZero(r.GuardedAt)
-	}
-	var out []GuardRecord
-	err := pgx.BeginFunc(ctx, p.pool, func(tx pgx.Tx) error {
-		if _, err := tx.Exec(ctx, pgSyncGuard, replica, kinds, keys, revs, reasons, ats); err != nil {
-			return err
-		}
-		var err error
-		out, err = p.guardRows(ctx, tx, pgSelectGuard+" WHERE replica_id = $1 ORDER BY kind, key", replica)
-		return err
-	})
-	if err != nil {
-		return nil, p.interpretError("write the pending guard", err)
-	}
-	return out, nil
-}
-
-// LoadGuard implements reconcile.GuardStore.
-func (p *PG) LoadGuard(ctx context.Context, replica string) ([]GuardRecord, error) {
-	out, err := p.guardRows(ctx, p.pool, pgSelectGuard+" WHERE replica_id = $1 ORDER BY kind, key", replica)
-	return out, p.interpretError("read the pending guard", err)
-}
-
-// Guards returns every replica's pending guarded evictions.
-func (p *PG) Guards(ctx context.Context) ([]GuardRecord, error) {
-	out, err := p.guardRows(ctx, p.pool, pgSelectGuard+" ORDER BY replica_id, kind, key")
-	return out, p.interpretError("read the pending guards", err)
-}
-
-func (p *PG) guardRows(ctx context.Context, q interface {
-	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
-}, query string, args ...any) ([]GuardRecord, error) {
-	rows, err := q.Query(ctx, query, args...)
-	if err != nil {
-		return nil, err
-	}
-	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (GuardRecord, error) {
-		var g GuardRecord
-		err := r.Scan(&g.ReplicaID, &g.Kind, &g.Key, &g.Revision, &g.Reason, &g.After, &g.GuardedAt)
-		return g, err
-	})
-}
-
-// LatestRelease implements reconcile.GuardStore.
-func (p *PG) LatestRelease(ctx context.Context) (GuardRelease, error) {
-	var r GuardRelease
-	err := p.pool.QueryRow(ctx, `SELECT id, released_at, released_by FROM sys_reconciler_guard_release ORDER BY id DESC LIMIT 1`).
-		Scan(&r.ID, &r.At, &r.By)
-	if err == pgx.ErrNoRows {
-		return GuardRelease{}, nil
-	}
-	return r, p.interpretError("read the latest guard release", err)
-}
-
-// ReleaseGuard records a release of the fleet's guarded evictions: every
-// sidecar applies the evictions it guarded before it, within a poll.
-func (p *PG) ReleaseGuard(ctx context.Context, by string) (GuardRelease, error) {
-	var r GuardRelease
-	err := p.pool.QueryRow(ctx, `INSERT INTO sys_reconciler_guard_release (released_by) VALUES ($1) RETURNING id, released_at, released_by`, by).
-		Scan(&r.ID, &r.At, &r.By)
-	return r, p.interpretError("release the guard", err)
-}
-
-// SyncGuard implements reconcile.GuardStore.
-func (s *SQLite) SyncGuard(ctx context.Context, replica string, keep []GuardRecord) ([]GuardRecord, error) {
-	var out []GuardRecord
-	err := s.writeTx(ctx, func(c *sql.Conn) error {
-		have, err := sqliteSelect(ctx, c, sqSelectGuard+" WHERE replica_id = ?1", []any{replica}, scanSQLiteGuard)
-		if err != nil {
-			return err
-		}
-		want := make(map[[2]string]bool, len(keep))
-		for _, r := range keep {
-			want[[2]string{r.Kind, r.Key}] = true
-		}
-		for _, h := range have {
-			if !want[[2]string{h.Kind, h.Key}] {
-				if _, err := c.ExecContext(ctx, `DELETE FROM sys_reconciler_guard WHERE replica_id = ?1 AND kind = ?2 AND key = ?3`,
-					replica, h.Kind, h.Key); err != nil {
-					return err
-				}
-			}
-		}
-		for _, r := range keep {
-			if _, err := c.ExecContext(ctx, `INSERT INTO sys_reconciler_guard (replica_id, kind, key, revision, reason, after_release, guarded_at)
-VALUES (?1, ?2, ?3, ?4, ?5, (SELECT coalesce(max(id), 0) FROM sys_reconciler_guard_release), ?6)
-ON CONFLICT (replica_id, kind, key) DO NOTHING`, replica, r.Kind, r.Key, r.Revision, r.Reason, nowIfZero(r.GuardedAt).UTC().Format(sqliteTime)); err != nil {
-				return err
-			}
-		}
-		out, err = sqliteSelect(ctx, c, sqSelectGuard+" WHERE replica_id = ?1 ORDER BY kind, key", []any{replica}, scanSQLiteGuard)
-		return err
-	})
-	if err != nil {
-		return nil, s.interpretError("write the pending guard", err)
-	}
-	return out, nil
-}
-
-const sqSelectGuard = `SELECT replica_id, kind, key, revision, reason, after_release, guarded_at FROM sys_reconciler_guard`
-
-func scanSQLiteGuard(r *sql.Rows) (GuardRecord, error) {
-	var g GuardRecord
-	var at string
-	err := r.Scan(&g.ReplicaID, &g.Kind, &g.Key, &g.Revision, &g.Reason, &g.After, &at)
-	g.GuardedAt = parseSQLiteTime(at)
-	return g, err
-}
-
-// LoadGuard implements reconcile.GuardStore.
-func (s *SQLite) LoadGuard(ctx context.Context, replica string) ([]GuardRecord, error) {
-	out, err := sqliteSelect(ctx, s.db, sqSelectGuard+" WHERE replica_id = ?1 ORDER BY kind, key", []any{replica}, scanSQLiteGuard)
-	return out, s.interpretError("read the pending guard", err)
-}
-
-// Guards returns every replica's pending guarded evictions.
-func (s *SQLite) Guards(ctx context.Context) ([]GuardRecord, error) {
-	out, err := sqliteSelect(ctx, s.db, sqSelectGuard+" ORDER BY replica_id, kind, key", nil, scanSQLiteGuard)
-	return out, s.interpretError("read the pending guards", err)
-}
-
-// LatestRelease implements reconcile.GuardStore.
-func (s *SQLite) LatestRelease(ctx context.Context) (GuardRelease, error) {
-	var r GuardRelease
-	var at string
-	err := s.db.QueryRowContext(ctx, `SELECT id, released_at, released_by FROM sys_reconciler_guard_release ORDER BY id DESC LIMIT 1`).
-		Scan(&r.ID, &at, &r.By)
-	if err == sql.ErrNoRows {
-		return GuardRelease{}, nil
-	}
-	r.At = parseSQLiteTime(at)
-	return r, s.interpretError("read the latest guard release", err)
-}
-
-// ReleaseGuard records a release of the fleet's guarded evictions: every
-// sidecar applies the evictions it guarded before it, within a poll.
-func (s *SQLite) ReleaseGuard(ctx context.Context, by string) (GuardRelease, error) {
-	var r GuardRelease
-	var at string
-	err := s.writeTx(ctx, func(c *sql.Conn) error {
-		return c.QueryRowContext(ctx, `INSERT INTO sys_reconciler_guard_release (released_by) VALUES (?1) RETURNING id, released_at, released_by`, by).
-			Scan(&r.ID, &at, &r.By)
-	})
-	r.At = parseSQLiteTime(at)
-	return r, s.interpretError("release the guard", err)
-}
-
-func nowIfZero(t time.Time) time.Time {
-	if t.IsZero() {
-		return time.Now()
-	}
-	return t
 }

@@ -63,8 +63,8 @@ func (e *LeaseHeldError) Error() string {
 	return fmt.Sprintf("lease %s is held by %s until %s", e.Lease.Name, e.Lease.Holder, e.Lease.ExpiresAt.UTC().Format(time.RFC3339))
 }
 
-// validLease checks the arguments every store's AcquireLease takes.
-func validLease(name, holder string, ttl time.Duration) error {
+// CheckLease checks the arguments every store's AcquireLease takes.
+func CheckLease(name, holder string, ttl time.Duration) error {
 	switch {
 	case name == "":
 		return errors.New("lease: empty name")

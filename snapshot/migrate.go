@@ -32,9 +32,16 @@ type Schema struct {
 	fsys fs.FS
 }
 
-// NewSchema returns the schema of the backend kind held by fsys (its root
-// holding the files; errors name them kind/…).
-func NewSchema(kind string, fsys fs.FS) Schema { return Schema{kind: kind, fsys: fsys} }
+// NewSchema returns the schema of the backend kind held in dir of fsys
+// (a backend's embedded migrations directory; errors name its files
+// kind/…). A dir that is not a valid path panics.
+func NewSchema(kind string, fsys fs.FS, dir string) Schema {
+	sub, err := fs.Sub(fsys, dir)
+	if err != nil {
+		panic(fmt.Sprintf("snapshot: embedded migrations %s: %v", dir, err))
+	}
+	return Schema{kind: kind, fsys: sub}
+}
 
 // triggersFile is the one unversioned file of a schema.
 const triggersFile = "triggers.sql"
@@ -239,15 +246,6 @@ func CheckTriggers(url string, missing []string) error {
 			url, ErrSchema, strings.Join(missing, ", "))
 	}
 	return nil
-}
-
-// mustSub is fs.Sub for a backend's embedded migrations directory.
-func mustSub(fsys fs.FS, dir string) fs.FS {
-	sub, err := fs.Sub(fsys, dir)
-	if err != nil {
-		panic(fmt.Sprintf("snapshot: embedded migrations %s: %v", dir, err))
-	}
-	return sub
 }
 
 // fingerprint writes every file of s to h, in a fixed order.

@@ -29,8 +29,8 @@ type Node struct {
 	Restart registry.NodeRestart `json:"restart,omitzero"`
 }
 
-// nodeJSON is the node column's text ("" for a node not reported).
-func nodeJSON(n Node) string {
+// NodeJSON is the node column's text ("" for a node not reported).
+func NodeJSON(n Node) string {
 	if !n.Reported {
 		return ""
 	}
@@ -41,9 +41,9 @@ func nodeJSON(n Node) string {
 	return string(b)
 }
 
-// parseNode reads the node column; text that does not decode reads as
+// ParseNode reads the node column; text that does not decode reads as
 // nothing reported.
-func parseNode(s string) Node {
+func ParseNode(s string) Node {
 	var n Node
 	if s == "" || json.Unmarshal([]byte(s), &n) != nil {
 		return Node{}

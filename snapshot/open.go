@@ -77,61 +77,59 @@ func Open(rawURL string, opts OpenOptions) (Store, error) {
 	var unknown *storeurl.UnknownError
 	switch {
 	case errors.As(err, &unknown):
-		return nil, badURL(rawURL, fmt.Sprintf("unknown scheme %q (want %s)", unknown.Scheme, storeurl.Want()))
+		return nil, BadURL(rawURL, fmt.Sprintf("unknown scheme %q (want %s)", unknown.Scheme, storeurl.Want()))
 	case err != nil:
-		return nil, badURL(rawURL, fmt.Sprintf("missing scheme (want %s)", storeurl.Want()))
+		return nil, BadURL(rawURL, fmt.Sprintf("missing scheme (want %s)", storeurl.Want()))
 	}
 	backendsMu.RLock()
 	b := backends[sc.Kind]
 	backendsMu.RUnlock()
 	if opts.ReadURL != "" && !b.Standby {
-		return nil, badURL(opts.ReadURL, fmt.Sprintf("a read url needs a %s store (a %s store has no standby)", storeurl.WantStandby(), b.Kind))
+		return nil, BadURL(opts.ReadURL, fmt.Sprintf("a read url needs a %s store (a %s store has no standby)", storeurl.WantStandby(), b.Kind))
 	}
 	return b.Open(rawURL, opts)
 }
 
-func badURL(rawURL, problem string) error {
+// BadURL returns an error wrapping ErrBadURL for a backend's Open: the
+// redacted URL and the problem.
+func BadURL(rawURL, problem string) error {
 	return fmt.Errorf("%w %s: %s", ErrBadURL, redact.URL(rawURL), problem)
 }
 
-// urlPassword returns the secrets in u, so that driver messages can be
-// scrubbed of them.
-func urlPassword(u string) []string { return redact.URLSecrets(u) }
-
-// storeError is what stores return for driver failures: the operation, the
+// StoreError is what stores return for driver failures: the operation, the
 // redacted URL, a sentinel and the driver's message, scrubbed of the
-// password. It never holds a driver type.
-type storeError struct {
-	op       string
-	url      string
-	sentinel error // ErrUnavailable, ErrSchema or nil
-	msg      string
-	ctxErr   error // context.Canceled or DeadlineExceeded when the cause
+// password. It never holds a driver type: a backend maps its driver's
+// errors to one, in one place.
+type StoreError struct {
+	Op       string
+	URL      string // redacted
+	Sentinel error  // ErrUnavailable, ErrSchema or nil
+	Msg      string // scrubbed of the URL's secrets
+	Cause    error  // context.Canceled or DeadlineExceeded when the cause
 }
 
-func (e *storeError) Error() string {
+func (e *StoreError) Error() string {
 	var b strings.Builder
-	b.WriteString(e.op)
+	b.WriteString(e.Op)
 	b.WriteString(" ")
-	b.WriteString(e.url)
+	b.WriteString(e.URL)
 	b.WriteString(": ")
-	if e.sentinel != nil {
-		b.WriteString(e.sentinel.Error())
+	if e.Sentinel != nil {
+		b.WriteString(e.Sentinel.Error())
 		b.WriteString(": ")
 	}
-	b.WriteString(e.msg)
+	b.WriteString(e.Msg)
 	return b.String()
 }
 
-func (e *storeError) Unwrap() []error {
+// Unwrap returns the sentinel and the context error.
+func (e *StoreError) Unwrap() []error {
 	var errs []error
-	if e.sentinel != nil {
-		errs = append(errs, e.sentinel)
+	if e.Sentinel != nil {
+		errs = append(errs, e.Sentinel)
 	}
-	if e.ctxErr != nil {
-		errs = append(errs, e.ctxErr)
+	if e.Cause != nil {
+		errs = append(errs, e.Cause)
 	}
 	return errs
 }
-
-func scrub(msg string, secrets []string) string { return redact.Secrets(msg, secrets...) }

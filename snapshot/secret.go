@@ -15,12 +15,12 @@ func itoa(n int64) string { return strconv.FormatInt(n, 10) }
 // row cannot make every sidecar read and decode megabytes.
 const MaxCiphertextBytes = 64 << 10
 
-// maxCiphertextSQL is MaxCiphertextBytes in the selects' text.
-const maxCiphertextSQL = "65536"
+// MaxCiphertextSQL is MaxCiphertextBytes in the selects' text.
+const MaxCiphertextSQL = "65536"
 
-// ciphertextOf reads a selected ciphertext: '!' and a length (never a
+// CiphertextOf reads a selected ciphertext: '!' and a length (never a
 // base64 character) stands for one above the cap.
-func ciphertextOf(s string) (secret.Secret, int64) {
+func CiphertextOf(s string) (secret.Secret, int64) {
 	if n, ok := strings.CutPrefix(s, "!"); ok {
 		v, _ := strconv.ParseInt(n, 10, 64)
 		return secret.Secret{}, v

@@ -3,6 +3,7 @@ package snapshot
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"time"
 
 	"github.com/objectstack-fleet/reconciler/secret"
@@ -133,6 +134,23 @@ type Rows struct {
 // Len is the number of rows of all tables.
 func (r Rows) Len() int { return len(r.Metadata) + len(r.Secrets) + len(r.Credentials) }
 
+// SplitKeys groups addresses by table, for a backend's Read.
+func SplitKeys(addrs []Address) (meta, secret, cred []string, err error) {
+	for _, a := range addrs {
+		switch a.Table {
+		case TableMetadata:
+			meta = append(meta, a.Key)
+		case TableSecret:
+			secret = append(secret, a.Key)
+		case TableCredential:
+			cred = append(cred, a.Key)
+		default:
+			return nil, nil, nil, fmt.Errorf("read: unknown table %q", a.Table)
+		}
+	}
+	return meta, secret, cred, nil
+}
+
 // Blocker is an open writing transaction that holds back changes: they will
 // apply when it commits. No query text is reported (it may hold secrets).
 type Blocker struct {
@@ -247,7 +265,7 @@ type Source interface {
 	// at once. So a fleet's checks read the server's activity list only
 	// while some write has been open that long, and a check with the
 	// cursor of the store's latest poll sends no statement when that poll's
-	// snapshot lists no such xid (with a standby: see PG.Stall).
+	// snapshot lists no such xid (with a standby: see postgres.Store.Stall).
 	Stall(ctx context.Context, cur Cursor, minAge time.Duration) (Stall, error)
 	// Head returns the store's current watermark.
 	Head(ctx context.Context) (Watermark, error)

@@ -47,14 +47,22 @@ type OpenOptions struct {
 	MaxTotalBytes int64
 }
 
-// selectBody fills a metadata select's body column (%[1]s) and withheld
+// Log returns the Logger, or one that discards when it is nil.
+func (o OpenOptions) Log() *slog.Logger {
+	if o.Logger != nil {
+		return o.Logger
+	}
+	return slog.New(slog.DiscardHandler)
+}
+
+// SelectBody fills a metadata select's body column (%[1]s) and withheld
 // length (%[2]s): with a cap, a body longer than it is neither read nor
 // sent, only its length in bytes (length is the store's expression for
 // it). With a total, bodies are sent in id order only while their running
 // sum stays within it; the later ones are withheld with their length
 // negated (MetadataRow.Withheld < 0: read them again), so that no read
 // holds more than total bytes of bodies at once.
-func selectBody(query, length string, limit, total int64) string {
+func SelectBody(query, length string, limit, total int64) string {
 	if limit <= 0 && total <= 0 {
 		return fmt.Sprintf(query, "m.metadata", "0")
 	}

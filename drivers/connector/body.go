@@ -3,29 +3,20 @@ package connector
 import (
 	"errors"
 	"fmt"
-	"github.com/objectstack-fleet/reconciler/metadata"
 	"net"
 	"net/http"
 	"net/url"
 	"strings"
 	"time"
 
-	"github.com/objectstack-fleet/reconciler/drivers/internal/jsonobj"
 	"github.com/objectstack-fleet/reconciler/internal/redact"
+	"github.com/objectstack-fleet/reconciler/metadata"
 )
 
 // The providers.
 const (
 	ProviderREST    = "rest"
 	ProviderOpenAPI = "openapi"
-)
-
-// The auth types (the metadata package's).
-const (
-	AuthBearer = metadata.AuthBearer
-	AuthAPIKey = metadata.AuthAPIKey
-	AuthBasic  = metadata.AuthBasic
-	AuthNone   = metadata.AuthNone
 )
 
 // DefaultAPIKeyHeader is the header an api-key credential is sent in when
@@ -44,7 +35,7 @@ type Spec struct {
 	SpecURL *url.URL
 	// Timeout bounds each upstream request of materialization (0: default).
 	Timeout time.Duration
-	// AuthType is one of the Auth constants; CredentialRef and Header go
+	// AuthType is one of metadata.Auth*; CredentialRef and Header go
 	// with it.
 	AuthType      string
 	CredentialRef string
@@ -54,12 +45,12 @@ type Spec struct {
 
 // ParseSpec validates a connector body under the default caps of
 // metadata.Limits. Faults name the member ("providerConfig.baseUrl is
-// required", `unknown provider "mcp"`) and wrap jsonobj.ErrBody.
+// required", `unknown provider "mcp"`) and wrap metadata.ErrInvalid.
 func ParseSpec(body []byte) (Spec, error) { return parseSpec(body, metadata.Limits{}) }
 
 // parseSpec is ParseSpec under the caps lim.
 func parseSpec(body []byte, lim metadata.Limits) (Spec, error) {
-	root, err := jsonobj.DecodeRoot(body, "body")
+	root, err := metadata.ReadBody(body, "body")
 	if err != nil {
 		return Spec{}, err
 	}
@@ -68,7 +59,7 @@ func parseSpec(body []byte, lim metadata.Limits) (Spec, error) {
 		return Spec{}, err
 	}
 	if s.Provider != ProviderREST && s.Provider != ProviderOpenAPI {
-		return Spec{}, jsonobj.Faultf("unknown provider %q", s.Provider)
+		return Spec{}, metadata.Faultf("", "unknown provider %q", s.Provider)
 	}
 	enabled, set, err := root.Bool("enabled")
 	if err != nil {
@@ -81,7 +72,7 @@ func parseSpec(body []byte, lim metadata.Limits) (Spec, error) {
 		return Spec{}, err
 	}
 	if !ok {
-		return Spec{}, jsonobj.Faultf("providerConfig is required")
+		return Spec{}, metadata.Faultf("providerConfig", "is required")
 	}
 	base, err := pc.Required("baseUrl")
 	if err != nil {
@@ -106,7 +97,7 @@ func parseSpec(body []byte, lim metadata.Limits) (Spec, error) {
 		switch s.ProbeMethod {
 		case http.MethodGet, http.MethodHead, http.MethodOptions:
 		default:
-			return Spec{}, jsonobj.Faultf("%s must be GET, HEAD or OPTIONS", probe.Path("method"))
+			return Spec{}, metadata.Faultf(probe.Path("method"), "must be GET, HEAD or OPTIONS")
 		}
 		if s.ProbePath, _, err = probe.String("path"); err != nil {
 			return Spec{}, err
@@ -128,7 +119,7 @@ func parseSpec(body []byte, lim metadata.Limits) (Spec, error) {
 	}
 	if s.Provider == ProviderOpenAPI {
 		if !ok {
-			return Spec{}, jsonobj.Faultf("%s is required for provider openapi", pc.Path("specUrl"))
+			return Spec{}, metadata.Faultf(pc.Path("specUrl"), "is required for provider openapi")
 		}
 		if s.SpecURL, err = parseHTTPURL(spec, s.BaseURL, pc.Path("specUrl")); err != nil {
 			return Spec{}, err
@@ -140,12 +131,15 @@ func parseSpec(body []byte, lim metadata.Limits) (Spec, error) {
 
 	// Which credential a connector uses is a metadata rule: one home for
 	// it, shared with the loop that resolves the credential.
-	it, err := metadata.Parse("connector", "", body, lim)
-	if err != nil {
-		return Spec{}, jsonobj.Faultf("%s", err.Error())
+	if err := lim.CheckBody(int64(len(body))); err != nil {
+		return Spec{}, err
 	}
-	s.AuthType, s.CredentialRef = it.Connector.AuthType, it.Connector.CredentialRef
-	if s.AuthType == AuthAPIKey {
+	c, err := root.Connector()
+	if err != nil {
+		return Spec{}, err
+	}
+	s.AuthType, s.CredentialRef = c.AuthType, c.CredentialRef
+	if s.AuthType == metadata.AuthAPIKey {
 		auth, _, err := root.Object("auth")
 		if err != nil {
 			return Spec{}, err
@@ -157,7 +151,7 @@ func parseSpec(body []byte, lim metadata.Limits) (Spec, error) {
 			s.Header = DefaultAPIKeyHeader
 		}
 		if !validHeaderName(s.Header) {
-			return Spec{}, jsonobj.Faultf("%s is not a valid header name", auth.Path("header"))
+			return Spec{}, metadata.Faultf(auth.Path("header"), "is not a valid header name")
 		}
 	}
 	return s, nil
@@ -168,16 +162,16 @@ func parseSpec(body []byte, lim metadata.Limits) (Spec, error) {
 func parseHTTPURL(s string, base *url.URL, path string) (*url.URL, error) {
 	u, err := url.Parse(s)
 	if err != nil {
-		return nil, jsonobj.Faultf("%s is not a valid URL", path)
+		return nil, metadata.Faultf(path, "is not a valid URL")
 	}
 	if base != nil {
 		u = joinURL(base, u)
 	}
 	if (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return nil, jsonobj.Faultf("%s must be an absolute http or https URL", path)
+		return nil, metadata.Faultf(path, "must be an absolute http or https URL")
 	}
 	if u.User != nil {
-		return nil, jsonobj.Faultf("%s must not hold credentials (use auth.credentialRef)", path)
+		return nil, metadata.Faultf(path, "must not hold credentials (use auth.credentialRef)")
 	}
 	return u, nil
 }
@@ -213,12 +207,12 @@ func sameOriginAs(u, base *url.URL, path, basePath string) error {
 		path, redact.URL(u.String()), basePath, Origin(base))}
 }
 
-// originError is a body fault (jsonobj.ErrBody) that is also
+// originError is a body fault (metadata.ErrInvalid) that is also
 // ErrForeignOrigin.
 type originError struct{ msg string }
 
 func (e *originError) Error() string   { return e.msg }
-func (e *originError) Unwrap() []error { return []error{jsonobj.ErrBody, ErrForeignOrigin} }
+func (e *originError) Unwrap() []error { return []error{metadata.ErrInvalid, ErrForeignOrigin} }
 
 // joinURL resolves ref against base, treating a rooted ref path as
 // relative to base's path, so that baseUrl "https://h/api/v1" and probe

@@ -7,10 +7,10 @@ import (
 	"testing"
 
 	"github.com/objectstack-fleet/reconciler/drivers/datasource"
-	"github.com/objectstack-fleet/reconciler/drivers/internal/jsonobj"
+	"github.com/objectstack-fleet/reconciler/metadata"
 )
 
-// FuzzParseRecord: every fault wraps ErrBody; an accepted record respects
+// FuzzParseRecord: every fault wraps metadata.ErrInvalid; an accepted record respects
 // the caps, carries no password and names no SQLite driver parameter.
 func FuzzParseRecord(f *testing.F) {
 	for _, s := range []string{
@@ -31,8 +31,8 @@ func FuzzParseRecord(f *testing.F) {
 	f.Fuzz(func(t *testing.T, body []byte) {
 		r, err := datasource.ParseRecord(body, lim)
 		if err != nil {
-			if !errors.Is(err, jsonobj.ErrBody) {
-				t.Fatalf("fault %v does not wrap ErrBody", err)
+			if !errors.Is(err, metadata.ErrInvalid) {
+				t.Fatalf("fault %v does not wrap ErrInvalid", err)
 			}
 			return
 		}

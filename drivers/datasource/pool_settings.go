@@ -3,7 +3,7 @@ package datasource
 import (
 	"time"
 
-	"github.com/objectstack-fleet/reconciler/drivers/internal/jsonobj"
+	"github.com/objectstack-fleet/reconciler/metadata"
 )
 
 // PoolSettings is the decoded pool member. MaxConns is always set (the
@@ -27,7 +27,7 @@ var poolKeys = []string{"maxConns", "minConns", "maxConnLifetime", "maxConnIdleT
 
 const maxMillis = 24 * 60 * 60 * 1000 // one day
 
-func parsePool(o jsonobj.Object, lim Limits) (PoolSettings, error) {
+func parsePool(o metadata.Body, lim Limits) (PoolSettings, error) {
 	if err := o.Only(poolKeys...); err != nil {
 		return PoolSettings{}, err
 	}
@@ -41,20 +41,20 @@ func parsePool(o jsonobj.Object, lim Limits) (PoolSettings, error) {
 		return PoolSettings{}, err
 	}
 	if hasMax && maxConns > int64(lim.MaxConns) {
-		return PoolSettings{}, jsonobj.Faultf("pool.%s (%d) exceeds the cap of %d connections per datasource (%s)", maxKey, maxConns, lim.MaxConns, MaxConnsKey)
+		return PoolSettings{}, metadata.Faultf("pool."+maxKey, "(%d) exceeds the cap of %d connections per datasource (%s)", maxConns, lim.MaxConns, MaxConnsKey)
 	}
 	if minConns > int64(lim.MaxConns) {
-		return PoolSettings{}, jsonobj.Faultf("pool.%s (%d) exceeds the cap of %d connections per datasource (%s)", minKey, minConns, lim.MaxConns, MaxConnsKey)
+		return PoolSettings{}, metadata.Faultf("pool."+minKey, "(%d) exceeds the cap of %d connections per datasource (%s)", minConns, lim.MaxConns, MaxConnsKey)
 	}
 	if !hasMax {
 		maxConns = int64(max(min(lim.DefaultMaxConns, lim.MaxConns), 1))
 		maxKey = "maxConns"
 		if minConns > maxConns {
-			return PoolSettings{}, jsonobj.Faultf("pool.%s (%d) exceeds the default pool size (%d); set pool.maxConns", minKey, minConns, maxConns)
+			return PoolSettings{}, metadata.Faultf("pool."+minKey, "(%d) exceeds the default pool size (%d); set pool.maxConns", minConns, maxConns)
 		}
 	}
 	if minConns > maxConns {
-		return PoolSettings{}, jsonobj.Faultf("pool.%s (%d) must not exceed pool.%s (%d)", minKey, minConns, maxKey, maxConns)
+		return PoolSettings{}, metadata.Faultf("pool."+minKey, "(%d) must not exceed pool.%s (%d)", minConns, maxKey, maxConns)
 	}
 	p.MaxConns, p.MinConns = int32(maxConns), int32(minConns)
 	for _, d := range []struct {
@@ -66,7 +66,7 @@ func parsePool(o jsonobj.Object, lim Limits) (PoolSettings, error) {
 		}
 	}
 	if o.Has("maxConnIdleTime") && o.Has("idleTimeoutMillis") {
-		return PoolSettings{}, jsonobj.Faultf("pool.maxConnIdleTime and pool.idleTimeoutMillis are exclusive")
+		return PoolSettings{}, metadata.Faultf("", "pool.maxConnIdleTime and pool.idleTimeoutMillis are exclusive")
 	}
 	ms, ok, err := o.Int("idleTimeoutMillis", 1, maxMillis)
 	if err != nil {
@@ -86,9 +86,9 @@ func parsePool(o jsonobj.Object, lim Limits) (PoolSettings, error) {
 
 // poolInt reads one of two spellings of a connection count (at least lo,
 // at most 2^31-1 before the cap is applied) and returns the spelling used.
-func poolInt(o jsonobj.Object, name, alias string, lo int64) (n int64, key string, ok bool, err error) {
+func poolInt(o metadata.Body, name, alias string, lo int64) (n int64, key string, ok bool, err error) {
 	if o.Has(name) && o.Has(alias) {
-		return 0, "", false, jsonobj.Faultf("pool.%s and pool.%s are exclusive", name, alias)
+		return 0, "", false, metadata.Faultf("", "pool.%s and pool.%s are exclusive", name, alias)
 	}
 	key = name
 	if o.Has(alias) {

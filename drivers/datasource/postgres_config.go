@@ -8,7 +8,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/objectstack-fleet/reconciler/drivers/internal/jsonobj"
+	"github.com/objectstack-fleet/reconciler/metadata"
 )
 
 // PostgresConfig is a postgres datasource's connection settings. It never
@@ -45,9 +45,9 @@ var urlParamRefusals = map[string]string{
 	"pool_min_idle_conns": "config.url must not carry pool_min_idle_conns; use pool.minConns",
 }
 
-func parsePostgres(cfg jsonobj.Object) (*PostgresConfig, error) {
+func parsePostgres(cfg metadata.Body) (*PostgresConfig, error) {
 	if cfg.Has("password") {
-		return nil, jsonobj.Faultf("config.password must not be set; use external.credentialsRef")
+		return nil, metadata.Faultf("config.password", "must not be set; use external.credentialsRef")
 	}
 	// autoMigrate is the platform's schema self-heal switch; the reconciler
 	// runs no DDL and ignores it.
@@ -62,7 +62,7 @@ func parsePostgres(cfg jsonobj.Object) (*PostgresConfig, error) {
 	if hasURL {
 		for _, k := range fieldKeys {
 			if cfg.Has(k) {
-				return nil, jsonobj.Faultf("config.url and config.%s are exclusive", k)
+				return nil, metadata.Faultf("", "config.url and config.%s are exclusive", k)
 			}
 		}
 		if pc.ConnString, err = checkURL(raw); err != nil {
@@ -82,18 +82,18 @@ func parsePostgres(cfg jsonobj.Object) (*PostgresConfig, error) {
 func checkURL(raw string) (string, error) {
 	u, err := url.Parse(raw)
 	if err != nil || (u.Scheme != "postgres" && u.Scheme != "postgresql") || u.Opaque != "" {
-		return "", jsonobj.Faultf("config.url must be a postgres:// URL")
+		return "", metadata.Faultf("config.url", "must be a postgres:// URL")
 	}
 	if _, ok := u.User.Password(); ok {
-		return "", jsonobj.Faultf("config.url must not carry a password; use external.credentialsRef")
+		return "", metadata.Faultf("config.url", "must not carry a password; use external.credentialsRef")
 	}
 	q, err := url.ParseQuery(u.RawQuery)
 	if err != nil {
-		return "", jsonobj.Faultf("config.url has a malformed query string")
+		return "", metadata.Faultf("config.url", "has a malformed query string")
 	}
 	for k := range q {
 		if msg, bad := urlParamRefusals[strings.ToLower(k)]; bad {
-			return "", jsonobj.Faultf("%s", msg)
+			return "", metadata.Faultf("", "%s", msg)
 		}
 	}
 	return raw, nil
@@ -102,7 +102,7 @@ func checkURL(raw string) (string, error) {
 // fieldsConnString builds a keyword/value connection string from the
 // discrete fields, quoting each value, so that any host (a name, an IPv6
 // address, a socket directory) survives.
-func fieldsConnString(cfg jsonobj.Object) (string, error) {
+func fieldsConnString(cfg metadata.Body) (string, error) {
 	host, err := cfg.Required("host")
 	if err != nil {
 		return "", err
@@ -123,7 +123,7 @@ func fieldsConnString(cfg jsonobj.Object) (string, error) {
 		kv = append(kv, [2]string{"dbname", db})
 	}
 	if cfg.Has("username") && cfg.Has("user") {
-		return "", jsonobj.Faultf("config.username and config.user are exclusive")
+		return "", metadata.Faultf("", "config.username and config.user are exclusive")
 	}
 	userKey := "username"
 	if cfg.Has("user") {
@@ -141,7 +141,7 @@ func fieldsConnString(cfg jsonobj.Object) (string, error) {
 		return "", err
 	}
 	if hasSSL && !sslmodes[sslmode] {
-		return "", jsonobj.Faultf("config.sslmode %q is not one of disable, allow, prefer, require, verify-ca, verify-full", sslmode)
+		return "", metadata.Faultf("config.sslmode", "%q is not one of disable, allow, prefer, require, verify-ca, verify-full", sslmode)
 	}
 	ssl, hasToggle, err := cfg.Bool("ssl")
 	if err != nil {
@@ -149,7 +149,7 @@ func fieldsConnString(cfg jsonobj.Object) (string, error) {
 	}
 	switch {
 	case hasSSL && hasToggle:
-		return "", jsonobj.Faultf("config.sslmode and config.ssl are exclusive")
+		return "", metadata.Faultf("", "config.sslmode and config.ssl are exclusive")
 	case hasToggle && ssl:
 		sslmode, hasSSL = "require", true
 	case hasToggle:
@@ -172,7 +172,7 @@ func fieldsConnString(cfg jsonobj.Object) (string, error) {
 }
 
 // portOf reads config.port: a number or a numeric string, 1 to 65535.
-func portOf(cfg jsonobj.Object) (string, error) {
+func portOf(cfg metadata.Body) (string, error) {
 	if !cfg.Has("port") {
 		return "", nil
 	}
@@ -186,13 +186,13 @@ func portOf(cfg jsonobj.Object) (string, error) {
 	}
 	n, perr := strconv.ParseInt(s, 10, 32)
 	if perr != nil || n < 1 || n > 65535 {
-		return "", jsonobj.Faultf("config.port must be an integer between 1 and 65535")
+		return "", metadata.Faultf("config.port", "must be an integer between 1 and 65535")
 	}
 	return strconv.FormatInt(n, 10), nil
 }
 
 // runtimeParams reads the platform's session settings.
-func runtimeParams(cfg jsonobj.Object) (map[string]string, error) {
+func runtimeParams(cfg metadata.Body) (map[string]string, error) {
 	params := map[string]string{}
 	schema, ok, err := cfg.String("schema")
 	if err != nil {

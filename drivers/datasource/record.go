@@ -1,7 +1,7 @@
 package datasource
 
 import (
-	"github.com/objectstack-fleet/reconciler/drivers/internal/jsonobj"
+	"github.com/objectstack-fleet/reconciler/metadata"
 )
 
 // The drivers.
@@ -37,11 +37,11 @@ type Limits struct {
 	DefaultMaxConns int32
 }
 
-// ParseRecord validates a datasource record. Faults wrap jsonobj.ErrBody and
+// ParseRecord validates a datasource record. Faults wrap metadata.ErrInvalid and
 // name the member ("config.host is required", "pool.maxConns (3000)
 // exceeds the cap of 50 connections per datasource").
 func ParseRecord(body []byte, lim Limits) (Record, error) {
-	top, err := jsonobj.DecodeRoot(body, "datasource record")
+	top, err := metadata.ReadBody(body, "datasource record")
 	if err != nil {
 		return Record{}, err
 	}
@@ -72,7 +72,7 @@ func ParseRecord(body []byte, lim Limits) (Record, error) {
 			return Record{}, err
 		}
 	default:
-		return Record{}, jsonobj.Faultf("unknown driver %q (want postgres or sqlite)", r.Driver)
+		return Record{}, metadata.Faultf("", "unknown driver %q (want postgres or sqlite)", r.Driver)
 	}
 	pool, _, err := top.Object("pool")
 	if err != nil {

@@ -9,7 +9,7 @@ import (
 	"modernc.org/sqlite"
 	sqlite3 "modernc.org/sqlite/lib"
 
-	"github.com/objectstack-fleet/reconciler/drivers/internal/jsonobj"
+	"github.com/objectstack-fleet/reconciler/metadata"
 	"github.com/objectstack-fleet/reconciler/reconcile"
 )
 
@@ -18,7 +18,7 @@ import (
 func (m *Materializer) openSQLite(ctx context.Context, name string, rec Record, log *slog.Logger) (*Pool, error) {
 	file, err := resolveSQLite(m.opts.SQLiteDir, rec.SQLitePath)
 	if err != nil {
-		if errors.Is(err, jsonobj.ErrBody) {
+		if errors.Is(err, metadata.ErrInvalid) {
 			return nil, reconcile.Invalid(err, "datasource %s: %v", name, err)
 		}
 		return nil, reconcile.Transient(err, "datasource %s: %v", name, err)

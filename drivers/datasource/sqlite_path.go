@@ -9,7 +9,7 @@ import (
 	"path/filepath"
 	"strings"
 
-	"github.com/objectstack-fleet/reconciler/drivers/internal/jsonobj"
+	"github.com/objectstack-fleet/reconciler/metadata"
 )
 
 // The configuration keys that set Options; reasons name them.
@@ -21,38 +21,38 @@ const (
 // parseSQLitePath reads config.path (or the platform's config.filename) and
 // refuses what is not a plain file path: a file: URI, a query string
 // (driver parameters such as _pragma=…), a ".." element, :memory:.
-func parseSQLitePath(cfg jsonobj.Object) (string, error) {
+func parseSQLitePath(cfg metadata.Body) (string, error) {
 	if err := cfg.Only("path", "filename", "autoMigrate"); err != nil {
 		return "", err
 	}
 	key := "path"
 	switch {
 	case cfg.Has("path") && cfg.Has("filename"):
-		return "", jsonobj.Faultf("config.path and config.filename are exclusive")
+		return "", metadata.Faultf("", "config.path and config.filename are exclusive")
 	case cfg.Has("filename"):
 		key = "filename"
 	}
 	p, err := cfg.Required(key)
 	if err != nil {
 		if !cfg.Has(key) {
-			return "", jsonobj.Faultf("config.path is required")
+			return "", metadata.Faultf("config.path", "is required")
 		}
 		return "", err
 	}
 	member := "config." + key
 	switch {
 	case strings.HasPrefix(strings.ToLower(p), "file:"):
-		return "", jsonobj.Faultf("%s must be a plain file path, not a file: URI", member)
+		return "", metadata.Faultf(member, "must be a plain file path, not a file: URI")
 	case strings.ContainsAny(p, "?#"):
-		return "", jsonobj.Faultf("%s must be a plain file path without ? or # (no driver parameters)", member)
+		return "", metadata.Faultf(member, "must be a plain file path without ? or # (no driver parameters)")
 	case p == ":memory:" || strings.HasPrefix(p, ":"):
-		return "", jsonobj.Faultf("%s %q is not supported: an in-memory database would be private to the reconciler", member, p)
+		return "", metadata.Faultf(member, "%q is not supported: an in-memory database would be private to the reconciler", p)
 	case strings.ContainsRune(p, 0):
-		return "", jsonobj.Faultf("%s must not contain a NUL byte", member)
+		return "", metadata.Faultf(member, "must not contain a NUL byte")
 	}
 	for _, el := range strings.FieldsFunc(p, func(r rune) bool { return r == '/' || r == filepath.Separator }) {
 		if el == ".." {
-			return "", jsonobj.Faultf("%s must not contain a .. element", member)
+			return "", metadata.Faultf(member, "must not contain a .. element")
 		}
 	}
 	return p, nil
@@ -62,10 +62,10 @@ func parseSQLitePath(cfg jsonobj.Object) (string, error) {
 // relative path is taken relative to dir, an absolute one must lie in it.
 // Symbolic links are followed and the result must still lie in dir and be
 // an existing regular file; nothing is created. A path the rule refuses is
-// a jsonobj fault; an unreadable directory is a plain error.
+// a body fault (metadata.ErrInvalid); an unreadable directory is a plain error.
 func resolveSQLite(dir, p string) (string, error) {
 	if dir == "" {
-		return "", jsonobj.Faultf("config.path: sqlite files are not allowed: no directory is configured (set %s)", SQLiteDirKey)
+		return "", metadata.Faultf("", "config.path: sqlite files are not allowed: no directory is configured (set %s)", SQLiteDirKey)
 	}
 	absDir, err := filepath.Abs(dir)
 	if err != nil {
@@ -83,24 +83,24 @@ func resolveSQLite(dir, p string) (string, error) {
 	// The written path must lie in the directory as written or as
 	// resolved: /data/x.db with dir /data, or with dir a link to /data.
 	if !within(absDir, target) && !within(root, target) {
-		return "", jsonobj.Faultf("config.path %q is outside %s (%s)", p, SQLiteDirKey, dir)
+		return "", metadata.Faultf("config.path", "%q is outside %s (%s)", p, SQLiteDirKey, dir)
 	}
 	real, err := filepath.EvalSymlinks(target)
 	if errors.Is(err, fs.ErrNotExist) {
-		return "", jsonobj.Faultf("config.path %q: file does not exist (it is never created)", p)
+		return "", metadata.Faultf("config.path", "%q: file does not exist (it is never created)", p)
 	}
 	if err != nil {
 		return "", fmt.Errorf("config.path %q: %w", p, err)
 	}
 	if !within(root, real) {
-		return "", jsonobj.Faultf("config.path %q resolves outside %s (through a symbolic link)", p, SQLiteDirKey)
+		return "", metadata.Faultf("config.path", "%q resolves outside %s (through a symbolic link)", p, SQLiteDirKey)
 	}
 	st, err := os.Stat(real)
 	if err != nil {
 		return "", fmt.Errorf("config.path %q: %w", p, err)
 	}
 	if !st.Mode().IsRegular() {
-		return "", jsonobj.Faultf("config.path %q is not a regular file", p)
+		return "", metadata.Faultf("config.path", "%q is not a regular file", p)
 	}
 	return real, nil
 }

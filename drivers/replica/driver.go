@@ -141,10 +141,13 @@ type entry struct {
 	published bool      // this generation's lanes were published (or covered) once
 	tellFirst bool      // publish (unless covered) before the first probe
 	attempts  int       // messages published in this generation
-	failures  int       // consecutive failed probes or publishes, or checks finding it unservable (backoff)
-	due       time.Time // next step; zero: nothing to do
-	running   bool      // a step is in flight
-	status    registry.ReplicaStatus
+	// deferredTo is the peer elected to publish this generation first
+	// ("" when this sidecar goes first, or once its first check ran).
+	deferredTo string
+	failures   int       // consecutive failed probes or publishes, or checks finding it unservable (backoff)
+	due        time.Time // next step; zero: nothing to do
+	running    bool      // a step is in flight
+	status     registry.ReplicaStatus
 	// The last message published and the last probe (explain shows them).
 	lastMessage, lastProbe time.Time
 	probe                  string
@@ -174,7 +177,7 @@ type Driver struct {
 	versionSeen bool                 // the replica's version was read once
 	restarts    int                  // replica restarts noticed
 	applied     int                  // entries a lane brought from nudged to in-sync since the replica (re)started
-	peerSeen    time.Time            // when a message of another origin was last seen (zero: never)
+	peers       map[string]time.Time // origin → when a message of another origin was last seen (elect.go)
 	wake        chan struct{}
 	conds       map[string]string // condition → its error, while it lasts
 	lastErr     string            // the last condition's error, kept after it ended
@@ -243,6 +246,7 @@ func New(opts Options) (*Driver, error) {
 		prefix:   opts.Prefix,
 		entries:  map[registry.Ref]*entry{},
 		seen:     map[string]time.Time{},
+		peers:    map[string]time.Time{},
 		wake:     make(chan struct{}, 1),
 		conds:    map[string]string{},
 		repaired: map[string]string{},
@@ -303,23 +307,9 @@ func (d *Driver) restartLocked(e *entry, now, coverFrom time.Time) {
 	e.attempts = 0
 	e.failures = 0
 	e.settledAt = time.Time{}
-	e.due = now.Add(d.jitterLocked(now))
+	wait, peer := d.firstWaitLocked(registry.Ref{Kind: e.kind, Key: e.key})
+	e.due, e.deferredTo = now.Add(wait), peer
 	e.status = registry.ReplicaStatus{State: registry.ReplicaPending, Since: now}
-}
-
-// jitterLocked is the wait before an entry's first check: a random part of
-// Jitter once another origin has published on the bus (so that one sidecar
-// goes first and the others see its message), none while this sidecar has
-// never seen one. Peers are not forgotten: in a fleet whose changes come
-// hours apart every sidecar notices a change at the same moment (a hint),
-// and without the wait each would publish, N messages for one change. A
-// sidecar left alone pays at most Jitter per change.
-func (d *Driver) jitterLocked(time.Time) time.Duration {
-	if d.peerSeen.IsZero() {
-		return 0
-	}
-	// Uniform in [0, Jitter].
-	return backoff.Jitter(d.opts.Jitter/2, 1)
 }
 
 // classify says how the replica shows an entry's state. Org-scoped items
@@ -367,13 +357,6 @@ func (d *Driver) Status(kind registry.Kind, key string) (registry.ReplicaStatus,
 	st := e.status
 	st.LastMessage, st.LastProbe, st.Probe = e.lastMessage, e.lastProbe, e.probe
 	return st, true
-}
-
-// Counts returns how many entries are in each replica state.
-func (d *Driver) Counts() map[registry.ReplicaState]int {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	return d.countsLocked()
 }
 
 func (d *Driver) countsLocked() map[registry.ReplicaState]int {
@@ -488,6 +471,8 @@ type plan struct {
 	tellFirst bool
 	attempts  int
 	failures  int
+	// deferredTo: the peer this first check waited for (elect.go).
+	deferredTo string
 	// unservable: the entry's last check found it unservable, and no
 	// change came since: a check again only watches its storage.
 	unservable bool
@@ -498,7 +483,7 @@ func (d *Driver) step(ctx context.Context, e *entry) {
 	d.mu.Lock()
 	p := plan{ref: registry.Ref{Kind: e.kind, Key: e.key}, class: e.class, deleted: e.deleted, lanes: e.lanes,
 		gen: e.gen, coverFrom: e.coverFrom, lastSent: e.lastMessage, published: e.published, tellFirst: e.tellFirst, attempts: e.attempts, failures: e.failures,
-		unservable: e.status.State == registry.ReplicaUnservable}
+		deferredTo: e.deferredTo, unservable: e.status.State == registry.ReplicaUnservable}
 	d.mu.Unlock()
 
 	if !p.deleted && d.opts.Guarded != nil && d.opts.Guarded(p.ref.Kind, p.ref.Key) {
@@ -518,6 +503,9 @@ func (d *Driver) step(ctx context.Context, e *entry) {
 	e.running = false
 	if !out.messageAt.IsZero() {
 		e.lastMessage = out.messageAt
+		if p.deferredTo != "" && p.attempts == 0 {
+			d.missedLocked(p.deferredTo) // it was elected, yet the replica had not been told
+		}
 	}
 	if !out.probeAt.IsZero() {
 		e.lastProbe, e.probe = out.probeAt, out.probe
@@ -525,6 +513,7 @@ func (d *Driver) step(ctx context.Context, e *entry) {
 	if e.gen != p.gen || ctx.Err() != nil {
 		return // changed meanwhile: the new generation is already scheduled
 	}
+	e.deferredTo = ""
 	e.published = out.published
 	e.attempts = out.attempts
 	e.failures = out.failures
@@ -953,7 +942,7 @@ func (d *Driver) observe(ctx context.Context) {
 			now := time.Now()
 			if o.Origin != d.opts.Origin {
 				d.mu.Lock()
-				d.peerSeen = now
+				d.notePeerLocked(o.Origin, now)
 				d.mu.Unlock()
 			}
 			if o.Channel != ChannelAuthz {
@@ -1084,7 +1073,8 @@ func (d *Driver) recheck() {
 	d.mu.Lock()
 	for _, e := range d.entries {
 		if e.failures > 0 && !e.due.IsZero() {
-			e.due = now.Add(d.jitterLocked(now))
+			wait, _ := d.firstWaitLocked(registry.Ref{Kind: e.kind, Key: e.key})
+			e.due = now.Add(wait)
 		}
 	}
 	d.mu.Unlock()

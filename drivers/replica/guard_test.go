@@ -98,7 +98,7 @@ func TestGuardedEntriesGetNoMessage(t *testing.T) {
 	if got := tp.count(replica.ChannelMetadata); got != sent {
 		t.Fatalf("%d messages for a guarded entry after the restart: %v", got-sent, tp.all()[sent:])
 	}
-	if c := d.Counts(); c[registry.ReplicaPending]+c[registry.ReplicaNudged] != 0 {
+	if c := d.Summary().Counts; c[registry.ReplicaPending]+c[registry.ReplicaNudged] != 0 {
 		t.Fatalf("counts %v: a guarded entry counted as waiting on the replica", c)
 	}
 }

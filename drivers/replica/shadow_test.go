@@ -38,7 +38,7 @@ func TestShadowPublishesNothing(t *testing.T) {
 			t.Fatalf("a message of the shadow sidecar: %s", m.Raw)
 		}
 	}
-	if got := d.Counts()[registry.ReplicaWouldPublish]; got != 1 {
+	if got := d.Summary().Counts[registry.ReplicaWouldPublish]; got != 1 {
 		t.Fatalf("would-publish count %d, want 1 (the view)", got)
 	}
 }

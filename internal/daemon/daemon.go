@@ -11,19 +11,15 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/collectors"
 	"golang.org/x/sync/errgroup"
 
-	"github.com/objectstack-fleet/reconciler/drivers/replica"
 	"github.com/objectstack-fleet/reconciler/internal/backoff"
 	"github.com/objectstack-fleet/reconciler/internal/config"
-	"github.com/objectstack-fleet/reconciler/internal/daemon/statusapi"
 	"github.com/objectstack-fleet/reconciler/internal/redact"
 	"github.com/objectstack-fleet/reconciler/internal/shutdown"
 	"github.com/objectstack-fleet/reconciler/reconcile"
-	"github.com/objectstack-fleet/reconciler/registry"
 	"github.com/objectstack-fleet/reconciler/snapshot"
+	_ "github.com/objectstack-fleet/reconciler/snapshot/backends" // the stores store.url can name
 )
 
 // Options configure a Daemon.
@@ -217,105 +213,20 @@ func (d *Daemon) Run(ctx context.Context) error {
 	if err != nil {
 		return d.startFailed(ctx, err)
 	}
-	token, err := d.envValue(config.KeyStatusTokenEnv, cfg.StatusTokenEnv)
+	p, err := d.build(ctx, cfg, store, func() context.Context { return phases().loop })
 	if err != nil {
 		return err
 	}
+	if p.closeBus != nil {
+		defer p.closeBus()
+	}
+	return d.run(ctx, p, phases)
+}
 
-	reg := prometheus.NewRegistry()
-	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	metrics := reconcile.NewMetrics(reg)
-	replicaMetrics := replica.NewMetrics(reg)
-	restartMetrics := replica.NewRestartMetrics(reg)
-
-	notifier, notifyRunners, err := d.notifier(cfg)
-	if err != nil {
-		return err
-	}
-	secrets, err := d.newSecretOpener(cfg)
-	if err != nil {
-		return err
-	}
-	hb := &heartbeater{store: store, version: d.opts.Version, log: log, every: snapshot.HeartbeatInterval(cfg.PollInterval), wake: make(chan struct{}, 1)}
-	// The loop is built after the driver (it notifies it); the driver runs
-	// only once the loop exists.
-	var rec *reconcile.Reconciler
-	guarded := func(k registry.Kind, key string) bool {
-		e, ok := rec.Registries().Get(k, key)
-		return ok && e.Guarded
-	}
-	drv, closeBus, err := d.replicaDriver(cfg, replicaMetrics, store, hb.poke, guarded)
-	if err != nil {
-		return err
-	}
-	if closeBus != nil {
-		defer closeBus()
-	}
-	notifier, notifyRunners = withReplica(notifier, notifyRunners, drv)
-	mats, err := materializers(cfg, log)
-	if err != nil {
-		return err
-	}
-	if drv != nil {
-		hb.converged = drv.Converged
-	}
-	rs := d.restarter(cfg, drv, store, restartMetrics, hb.poke)
-	if rs != nil {
-		// Before the first heartbeat carries the node: the last restart
-		// (min_interval) is read from the heartbeat it replaces.
-		rctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-		rs.Resume(rctx)
-		cancel()
-		hb.node = rs.Node
-	}
-	rec = reconcile.New(store, reconcile.Options{
-		ReplicaID:          cfg.ReplicaID,
-		PollInterval:       cfg.PollInterval,
-		PollJitter:         pollJitter(cfg.PollJitter),
-		ResyncInterval:     resyncInterval(cfg.ResyncInterval),
-		RevalidateInterval: resyncInterval(cfg.RevalidateInterval),
-		ApplyConcurrency:   cfg.ApplyConcurrency,
-		ApplyTimeout:       cfg.ApplyTimeout,
-		Stop:               func() context.Context { return phases().loop },
-		Materializers:      mats,
-		Secrets:            secrets,
-		CodeObjects:        cfg.CodeObjects,
-		Limits:             limits(cfg),
-		SyncGCPercent:      syncGCPercent(),
-		Notifier:           notifier,
-		Metrics:            metrics,
-		Logger:             log,
-		OnPass:             hb.onPass,
-		ReplicaDrift:       replicaView{drv: drv}.ReplicaDrift,
-		Guard:              guardOptions(cfg, store),
-	})
-	hb.status = rec
-	ops := newOpsMetrics(reg, d.opts.Version, rec.Status)
-	drift, sched, err := d.startDrift(rec, store, cfg.ReplicaID, metrics)
-	if err != nil {
-		return err
-	}
-	drift.ops = ops
-
-	srv, err := statusapi.Listen(cfg.StatusListen, statusapi.NewHandler(statusapi.Options{
-		Backend:    rec,
-		Token:      token,
-		Gatherer:   reg,
-		WriteDrift: drift.write,
-		Version:    d.opts.Version,
-		Store:      redact.URL(cfg.StoreURL),
-		Replica:    replicaView{drv: drv, rs: rs},
-		Fleet:      fleetReader(store, cfg.PollInterval),
-		Guard:      rec,
-		Warnings:   hb.warnings,
-		Logger:     log,
-		Control:    rec,
-	}))
-	if err != nil {
-		return fmt.Errorf("%s: %w", config.KeyStatusListen, err)
-	}
-	d.rec.Store(rec)
-
+// run starts the parts build made and runs the loop until ctx ends, then
+// stops them all within the stop bound and writes the last heartbeat.
+func (d *Daemon) run(ctx context.Context, p *parts, phases func() stopPhases) error {
+	log, cfg := d.log, p.cfg
 	// Everything that can fail at startup has succeeded: start the parts.
 	// They outlive the loop (which may finish its pass after ctx ends); the
 	// first one to fail stops the loop and the others.
@@ -325,56 +236,43 @@ func (d *Daemon) Run(ctx context.Context) error {
 	loopCtx, stopLoop := context.WithCancel(ctx)
 	defer stopLoop()
 	defer context.AfterFunc(partsCtx, stopLoop)()
-	part := func(name string, run func(context.Context) error) {
+	for _, r := range p.runs {
 		parts.Go(func() error {
-			if err := run(partsCtx); err != nil && !errors.Is(err, context.Canceled) {
-				if name == "" {
+			if err := r.run(partsCtx); err != nil && !errors.Is(err, context.Canceled) {
+				if r.name == "" {
 					return err
 				}
-				return fmt.Errorf("%s: %w", name, err)
+				return fmt.Errorf("%s: %w", r.name, err)
 			}
 			return nil
 		})
 	}
-	part("", srv.Run) // its errors name it
-	part("heartbeat", hb.run)
-	part("drift reports", func(ctx context.Context) error { return d.runDrift(ctx, drift) })
-	part("journal pruning", pruner{store: store, retention: cfg.JournalRetention, log: log}.run)
-	for _, nr := range notifyRunners {
-		part("notify", nr)
-	}
-	if rs != nil {
-		part("replica restart", rs.Run)
-	}
-	if h, ok := store.(snapshot.Hinter); ok && cfg.HintListen {
-		part("hint listener", func(ctx context.Context) error { return h.Listen(ctx, rec.Hint) })
-	}
-	sched.start()
+	p.sched.start()
 
 	log.Info("reconciler started",
 		slog.String("replica", cfg.ReplicaID),
 		slog.String("store", redact.URL(cfg.StoreURL)),
 		slog.String("read", redact.URL(cfg.StoreReadURL)),
-		slog.String("status", srv.Addr()),
+		slog.String("status", p.srv.Addr()),
 		slog.String("version", d.opts.Version),
 		slog.Duration("poll_interval", cfg.PollInterval))
 	if d.opts.Started != nil {
-		d.opts.Started(srv.Addr())
+		d.opts.Started(p.srv.Addr())
 	}
 
 	var errs []error
-	if err := rec.Run(loopCtx); err != nil && !errors.Is(err, context.Canceled) {
+	if err := p.rec.Run(loopCtx); err != nil && !errors.Is(err, context.Canceled) {
 		errs = append(errs, fmt.Errorf("reconcile loop: %w", err))
 	}
 	log.Info("reconcile loop stopped; stopping")
-	<-sched.stop().Done()
+	<-p.sched.stop().Done()
 	stopAux()
 	var partsErr error
 	if within(phases().parts, "stopping the parts", log, func() { partsErr = parts.Wait() }) && partsErr != nil {
 		errs = append(errs, partsErr)
 	}
 
-	if err := hb.write(phases().beat, true); err != nil {
+	if err := p.hb.write(phases().beat, true); err != nil {
 		log.Error("last heartbeat not written", slog.String("error", err.Error()))
 	}
 	if err := errors.Join(errs...); err != nil {
@@ -457,9 +355,7 @@ func PrepareStore(ctx context.Context, store snapshot.Store, migrate bool, log *
 // falls back to plaintext without a word): its password and every row
 // cross the network in clear.
 func warnPlaintext(ctx context.Context, store snapshot.Store, log *slog.Logger) {
-	e, ok := store.(interface {
-		Encrypted(context.Context) (enc, local bool, err error)
-	})
+	e, ok := store.(snapshot.EncryptionReporter)
 	if !ok {
 		return
 	}
@@ -473,7 +369,7 @@ func warnPlaintext(ctx context.Context, store snapshot.Store, log *slog.Logger) 
 // but no sys_metadata (snapshot.ErrNotPlatform): migrating it would
 // create the platform's tables where no node looks. Other stores pass.
 func CheckPlatform(ctx context.Context, store snapshot.Store) error {
-	c, ok := store.(interface{ CheckPlatform(context.Context) error })
+	c, ok := store.(snapshot.PlatformChecker)
 	if !ok {
 		return nil
 	}
@@ -486,7 +382,7 @@ func CheckPlatform(ctx context.Context, store snapshot.Store) error {
 // checkStandby refuses a store.read_url that is not a hot standby of
 // store.url (a primary, a standby of another cluster, another store).
 func checkStandby(ctx context.Context, store snapshot.Store) error {
-	c, ok := store.(interface{ CheckStandby(context.Context) error })
+	c, ok := store.(snapshot.StandbyChecker)
 	if !ok {
 		return nil
 	}
@@ -506,7 +402,7 @@ func checkStandby(ctx context.Context, store snapshot.Store) error {
 // startDrift builds the drift writer and schedule from the configuration
 // current now (a reload may have replaced the one Run started with) and
 // publishes them to Reload.
-func (d *Daemon) startDrift(rec *reconcile.Reconciler, store driftStore, replica string, metrics *reconcile.Metrics) (*driftWriter, *driftSchedule, error) {
+func (d *Daemon) startDrift(rec *reconcile.Reconciler, store driftStore, replica string, metrics *reconcile.Metrics, ops *opsMetrics) (*driftWriter, *driftSchedule, error) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	cfg := d.cfg
@@ -517,7 +413,7 @@ func (d *Daemon) startDrift(rec *reconcile.Reconciler, store driftStore, replica
 	if err != nil {
 		return nil, nil, err
 	}
-	d.drift = &driftWriter{rec: rec, store: store, replica: replica, dir: cfg.DriftDir, metrics: metrics, log: d.log}
+	d.drift = &driftWriter{rec: rec, store: store, replica: replica, dir: cfg.DriftDir, metrics: metrics, ops: ops, log: d.log}
 	d.sched = sched
 	return d.drift, sched, nil
 }

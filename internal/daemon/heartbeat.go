@@ -25,17 +25,16 @@ type loopStatus interface {
 }
 
 // heartbeater upserts this replica's sys_reconciler_replica row at once
-// after a pass that changed what the row reports (applied changes: counts
-// per state; its error; the cursor's seq; the first sync) and otherwise
-// every HeartbeatInterval, less up to a tenth at random (so that a fleet
-// started at once does not write in bursts).
+// after a pass that changed what the row reports (its wake says so) and
+// otherwise every HeartbeatInterval, less up to a tenth at random (so that
+// a fleet started at once does not write in bursts).
 type heartbeater struct {
 	store   heartbeatStore
 	status  loopStatus
 	version string
 	log     *slog.Logger
 	every   time.Duration
-	wake    chan struct{}
+	wake    *beatWake
 	// converged, when the replica is driven, is its converged revision
 	// given the loop's applied one (replica.Driver.Converged); nil: the
 	// loop's registries are what is served.
@@ -44,36 +43,48 @@ type heartbeater struct {
 	node func() snapshot.Node
 
 	mu      sync.Mutex
-	lastErr string
-	lastSeq int64
 	failing bool
 	clash   string    // another process writing this replica id's heartbeat
 	clashAt time.Time // when it was last seen
 }
 
-// poke asks for a heartbeat now (what it reports changed: the replica
-// driver calls it when a change becomes served). It never blocks; pokes
-// coalesce, at most one heartbeat per minBeatGap.
-func (h *heartbeater) poke() {
+// beatWake asks for a heartbeat now when what the row reports changed:
+// applied changes, counts per state, the pass's error, the cursor's seq,
+// the first sync (onPass, the loop's hook), or a change the replica
+// driver or restarter made served (poke). It is made before the loop and
+// the driver that tell it, and the heartbeater after them.
+type beatWake struct {
+	ch chan struct{}
+
+	mu      sync.Mutex
+	lastErr string
+	lastSeq int64
+}
+
+func newBeatWake() *beatWake { return &beatWake{ch: make(chan struct{}, 1)} }
+
+// poke asks for a heartbeat now. It never blocks; pokes coalesce, at most
+// one heartbeat per minBeatGap.
+func (w *beatWake) poke() {
 	select {
-	case h.wake <- struct{}{}:
+	case w.ch <- struct{}{}:
 	default:
 	}
 }
 
 // onPass is the loop's OnPass hook: it must not block.
-func (h *heartbeater) onPass(p reconcile.PassResult) {
-	h.mu.Lock()
-	changed := p.Err != h.lastErr || (p.Err == "" && p.Cursor.Seq != h.lastSeq)
-	h.lastErr = p.Err
+func (w *beatWake) onPass(p reconcile.PassResult) {
+	w.mu.Lock()
+	changed := p.Err != w.lastErr || (p.Err == "" && p.Cursor.Seq != w.lastSeq)
+	w.lastErr = p.Err
 	if p.Err == "" {
-		h.lastSeq = p.Cursor.Seq
+		w.lastSeq = p.Cursor.Seq
 	}
-	h.mu.Unlock()
+	w.mu.Unlock()
 	if len(p.Changes) == 0 && !changed && p.Trigger != reconcile.TriggerStart {
 		return
 	}
-	h.poke()
+	w.poke()
 }
 
 // minBeatGap spaces heartbeats asked for at once: a burst of changes
@@ -90,7 +101,7 @@ func (h *heartbeater) run(ctx context.Context) error {
 		case <-ctx.Done():
 			return nil
 		case <-t.C:
-		case <-h.wake:
+		case <-h.wake.ch:
 			if gap := minBeatGap - time.Since(last); gap > 0 && !backoff.Wait(ctx, gap) {
 				return nil
 			}

@@ -23,7 +23,7 @@ func TestKeepalive(t *testing.T) {
 // when an idle poll changed nothing.
 func TestHeartbeatWritesChangesAtOnce(t *testing.T) {
 	t.Parallel()
-	h := &heartbeater{wake: make(chan struct{}, 1)}
+	w := newBeatWake()
 	cur := func(seq int64) snapshot.Cursor { return snapshot.Cursor{StoreID: "s", Seq: seq} }
 	for _, tc := range []struct {
 		name string
@@ -39,10 +39,10 @@ func TestHeartbeatWritesChangesAtOnce(t *testing.T) {
 		{"still down", reconcile.PassResult{Trigger: reconcile.TriggerPoll, Cursor: cur(6), Err: "down"}, false},
 		{"back", reconcile.PassResult{Trigger: reconcile.TriggerPoll, Cursor: cur(6)}, true},
 	} {
-		h.onPass(tc.pass)
+		w.onPass(tc.pass)
 		woke := false
 		select {
-		case <-h.wake:
+		case <-w.ch:
 			woke = true
 		default:
 		}

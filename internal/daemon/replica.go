@@ -1,13 +1,11 @@
 package daemon
 
 import (
-	"context"
 	"fmt"
 	"strings"
 
 	"github.com/objectstack-fleet/reconciler/drivers/replica"
 	"github.com/objectstack-fleet/reconciler/internal/config"
-	"github.com/objectstack-fleet/reconciler/reconcile"
 	"github.com/objectstack-fleet/reconciler/registry"
 	"github.com/objectstack-fleet/reconciler/snapshot"
 )
@@ -98,28 +96,6 @@ func restartShadow(cfg *config.Config) bool { return strings.EqualFold(cfg.Repli
 type repairStore struct {
 	snapshot.Leaser
 	snapshot.Catalog
-}
-
-// withReplica adds the replica driver to the loop's notifier and the parts
-// the daemon runs.
-func withReplica(n reconcile.Notifier, runs []func(context.Context) error, drv *replica.Driver) (reconcile.Notifier, []func(context.Context) error) {
-	if drv == nil {
-		return n, runs
-	}
-	runs = append(runs, drv.Run)
-	if n == nil {
-		return drv, runs
-	}
-	return notifiers{n, drv}, runs
-}
-
-// notifiers tells each notifier in turn; each queues and never blocks.
-type notifiers []reconcile.Notifier
-
-func (ns notifiers) Notify(cs reconcile.ChangeSet) {
-	for _, n := range ns {
-		n.Notify(cs)
-	}
 }
 
 // replicaView is what the status API and drift reports show of the

@@ -120,46 +120,45 @@ func (o *secretOpener) Open(row snapshot.SecretRow) (secret.Secret, error) {
 }
 
 // notifyTarget is a notify driver: told by the loop, run by the daemon.
+// The webhook, the exec command and the replica driver are each one.
 type notifyTarget interface {
 	reconcile.Notifier
 	Run(ctx context.Context) error
 }
 
-// notifier builds the configured notify targets: the Notifier to hand to
-// the loop (nil when none) and their Run functions.
-func (d *Daemon) notifier(cfg *config.Config) (reconcile.Notifier, []func(context.Context) error, error) {
-	var targets []notifyTarget
+// notifyTargets are the targets the loop tells, in order; each queues and
+// never blocks.
+type notifyTargets []notifyTarget
+
+func (ts notifyTargets) Notify(cs reconcile.ChangeSet) {
+	for _, t := range ts {
+		t.Notify(cs)
+	}
+}
+
+// notifier is the loop's Notifier: nil when there is no target.
+func (ts notifyTargets) notifier() reconcile.Notifier {
+	if len(ts) == 0 {
+		return nil
+	}
+	return ts
+}
+
+// notifyTargets builds the notify targets configured by key (the webhook,
+// the exec command); build adds the replica driver.
+func (d *Daemon) notifyTargets(cfg *config.Config) (notifyTargets, error) {
+	var targets notifyTargets
 	if cfg.WebhookURL != "" {
-		secret, err := d.envValue(config.KeyWebhookSecretEnv, cfg.WebhookSecretEnv)
+		sig, err := d.envValue(config.KeyWebhookSecretEnv, cfg.WebhookSecretEnv)
 		if err != nil {
-			return nil, nil, err
+			return nil, err
 		}
-		targets = append(targets, notify.NewWebhook(notify.WebhookOptions{URL: cfg.WebhookURL, Secret: secret, Logger: d.log}))
+		targets = append(targets, notify.NewWebhook(notify.WebhookOptions{URL: cfg.WebhookURL, Secret: sig, Logger: d.log}))
 	}
 	if len(cfg.ExecCommand) > 0 {
 		targets = append(targets, notify.NewExec(notify.ExecOptions{Command: cfg.ExecCommand, Logger: d.log}))
 	}
-	runs := make([]func(context.Context) error, len(targets))
-	for i, t := range targets {
-		runs[i] = t.Run
-	}
-	switch len(targets) {
-	case 0:
-		return nil, nil, nil
-	case 1:
-		return targets[0], runs, nil
-	default:
-		return fanOut(targets), runs, nil
-	}
-}
-
-// fanOut tells every target; each queues and never blocks.
-type fanOut []notifyTarget
-
-func (f fanOut) Notify(cs reconcile.ChangeSet) {
-	for _, t := range f {
-		t.Notify(cs)
-	}
+	return targets, nil
 }
 
 // guardOptions configure the eviction guard; the store keeps its pending

@@ -48,12 +48,6 @@ func (c *Cluster) Promote() {
 	}
 }
 
-// Log returns the server's log so far (for test failure messages).
-func (c *Cluster) Log() string {
-	b, _ := os.ReadFile(filepath.Join(c.dir, "server.log"))
-	return string(b)
-}
-
 // toolDir is the directory holding tool: dir when it has it, else the
 // newest /usr/lib/postgresql/*/bin that does (pg_ctl may be on PATH alone).
 func toolDir(dir, tool string) string {

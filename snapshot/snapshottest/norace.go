@@ -1,0 +1,5 @@
+//go:build !race
+
+package snapshottest
+
+const raceEnabled = false
