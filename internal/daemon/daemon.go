@@ -13,7 +13,6 @@ import (
 
 	"golang.org/x/sync/errgroup"
 
-	"github.com/objectstack-fleet/reconciler/internal/backoff"
 	"github.com/objectstack-fleet/reconciler/internal/config"
 	"github.com/objectstack-fleet/reconciler/internal/redact"
 	"github.com/objectstack-fleet/reconciler/reconcile"
@@ -50,13 +49,13 @@ type Daemon struct {
 	rec     atomic.Pointer[reconcile.Reconciler]
 	driftCh chan struct{}
 
-	// reloading serializes Reload; mu guards the fields below, which Run
+	// reloading serializes Reload; mu guards the fields below, which build
 	// sets while Reload may already be called (a SIGHUP during startup).
 	reloading sync.Mutex
 	mu        sync.Mutex
 	cfg       *config.Config
-	drift     *driftWriter   // nil until Run has built it
-	sched     *driftSchedule // nil until Run has built it
+	drift     *driftWriter   // nil until build has made it
+	sched     *driftSchedule // nil until build has made it
 }
 
 // New returns a Daemon. It does no I/O.
@@ -109,7 +108,7 @@ func (d *Daemon) Reload() {
 		d.log.Error("config reload rejected, keeping the previous configuration", slog.String("error", err.Error()))
 		return
 	}
-	// Run builds the drift writer and schedule from d.cfg under d.mu: they
+	// build makes the drift writer and schedule from d.cfg under d.mu: they
 	// either see next or are already there to be told about it.
 	d.mu.Lock()
 	prev := d.cfg
@@ -337,112 +336,6 @@ func resyncInterval(d time.Duration) time.Duration {
 		return -1
 	}
 	return d
-}
-
-// PrepareStore checks that the store is reachable and its schema current:
-// a store that AutoMigrates (SQLite) is migrated, others only when migrate
-// is set. `reconciler migrate` and Run both use it; ctx bounds it.
-func PrepareStore(ctx context.Context, store snapshot.Store, migrate bool, log *slog.Logger) error {
-	if err := store.Ping(ctx); err != nil {
-		return fmt.Errorf("store unreachable: %w", err)
-	}
-	warnPlaintext(ctx, store, log)
-	if store.AutoMigrates() || migrate {
-		if err := store.Migrate(ctx); err != nil {
-			return fmt.Errorf("migrate store: %w", err)
-		}
-		log.DebugContext(ctx, "store schema is current", slog.String("store_kind", store.Kind()))
-		return checkStandby(ctx, store)
-	}
-	if err := store.CheckSchema(ctx); err != nil {
-		if errors.Is(err, snapshot.ErrSchema) {
-			return fmt.Errorf("%w (run `reconciler migrate`, or start with --migrate)", err)
-		}
-		return fmt.Errorf("check store schema: %w", err)
-	}
-	return checkStandby(ctx, store)
-}
-
-// warnPlaintext warns once when the store's connection to a server that
-// is not on this host is not encrypted (pgx's default sslmode=prefer
-// falls back to plaintext without a word): its password and every row
-// cross the network in clear.
-func warnPlaintext(ctx context.Context, store snapshot.Store, log *slog.Logger) {
-	e, ok := store.(snapshot.EncryptionReporter)
-	if !ok {
-		return
-	}
-	enc, local, err := e.Encrypted(ctx)
-	if err == nil && !enc && !local {
-		log.WarnContext(ctx, "the store connection is not encrypted: its password and rows cross the network in clear; set sslmode=verify-full in store.url")
-	}
-}
-
-// CheckPlatform refuses a PostgreSQL database that has tables of its own
-// but no sys_metadata (snapshot.ErrNotPlatform): migrating it would
-// create the platform's tables where no node looks. Other stores pass.
-func CheckPlatform(ctx context.Context, store snapshot.Store) error {
-	c, ok := store.(snapshot.PlatformChecker)
-	if !ok {
-		return nil
-	}
-	if err := store.Ping(ctx); err != nil {
-		return fmt.Errorf("store unreachable: %w", err)
-	}
-	return c.CheckPlatform(ctx)
-}
-
-// checkStandby refuses a store.read_url that is not a hot standby of
-// store.url (a primary, a standby of another cluster, another store).
-func checkStandby(ctx context.Context, store snapshot.Store) error {
-	c, ok := store.(snapshot.StandbyChecker)
-	if !ok {
-		return nil
-	}
-	// A schema just migrated may not be replayed there yet: wait for it
-	// (within ctx, the startup bound).
-	for {
-		err := c.CheckStandby(ctx)
-		if err == nil {
-			return nil
-		}
-		if !errors.Is(err, snapshot.ErrSchema) || !backoff.Wait(ctx, 200*time.Millisecond) {
-			return fmt.Errorf("%s: %w", config.KeyStoreReadURL, err)
-		}
-	}
-}
-
-// startDrift builds the drift writer and schedule from the configuration
-// current now (a reload may have replaced the one Run started with) and
-// publishes them to Reload.
-func (d *Daemon) startDrift(rec *reconcile.Reconciler, store driftStore, replica string, metrics *reconcile.Metrics, ops *opsMetrics) (*driftWriter, *driftSchedule, error) {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	cfg := d.cfg
-	if err := makeDriftDir(cfg.DriftDir); err != nil {
-		return nil, nil, fmt.Errorf("%s: %w", config.KeyDriftDir, err)
-	}
-	sched, err := newDriftSchedule(cfg.DriftSchedule, d.DriftNow)
-	if err != nil {
-		return nil, nil, err
-	}
-	d.drift = &driftWriter{rec: rec, store: store, replica: replica, dir: cfg.DriftDir, metrics: metrics, ops: ops, log: d.log}
-	d.sched = sched
-	return d.drift, sched, nil
-}
-
-// runDrift writes a drift report for every request (schedule, SIGUSR2).
-func (d *Daemon) runDrift(ctx context.Context, drift *driftWriter) error {
-	for {
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-d.driftCh:
-			if _, err := drift.write(ctx); err != nil && ctx.Err() == nil {
-				d.log.ErrorContext(ctx, "drift report failed", slog.String("error", err.Error()))
-			}
-		}
-	}
 }
 
 // syncGCPercent is the GOGC of the first full sync: the loop's default,
