@@ -29,7 +29,7 @@ var leaves = []string{
 	"registry", "secret",
 	"internal/backoff", "internal/buildinfo", "internal/coalesce", "internal/config",
 	"internal/corpus", "internal/fleet", "internal/hashspec", "internal/ossecret",
-	"internal/proctest", "internal/redact", "internal/storeurl", "internal/testdb",
+	"internal/proctest", "internal/redact", "internal/shutdown", "internal/storeurl", "internal/testdb",
 	"drivers/replica/replicatest",
 }
 

@@ -13,6 +13,7 @@ import (
 // of changed rows; only its length in bytes comes back (the loop holds it
 // naming the cap), and every other row reads as usual.
 func testBodiesAboveTheCapAreNotRead(t *testing.T, bk Backend) {
+	t.Parallel()
 	bk.each(t, func(t *testing.T, _ snapshot.Store, url string) {
 		ctx := context.Background()
 		capped, err := snapshot.Open(url, snapshot.OpenOptions{MaxBodyBytes: 1024})
@@ -73,6 +74,7 @@ func testBodiesAboveTheCapAreNotRead(t *testing.T, bk Backend) {
 // withheld with their length negated, to be read again; a body above the
 // per-row cap counts for nothing and keeps its positive length.
 func testBodiesPastTheTotalAreWithheld(t *testing.T, bk Backend) {
+	t.Parallel()
 	bk.each(t, func(t *testing.T, _ snapshot.Store, url string) {
 		ctx := context.Background()
 		s, err := snapshot.Open(url, snapshot.OpenOptions{MaxBodyBytes: 1024, MaxTotalBytes: 1000})

@@ -15,7 +15,7 @@ func Run(t *testing.T, b Backend) {
 	}
 }
 
-// cases are the suite's behaviours, in the order they read.
+// cases are the suite's behaviours, file by file.
 var cases = []struct {
 	name string
 	run  func(t *testing.T, b Backend)
