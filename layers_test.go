@@ -28,7 +28,7 @@ type layer struct {
 var leaves = []string{
 	"registry", "secret",
 	"internal/backoff", "internal/buildinfo", "internal/coalesce", "internal/config",
-	"internal/corpus", "internal/fleet", "internal/hashspec", "internal/ossecret",
+	"internal/corpus", "internal/fleet", "internal/hashspec", "internal/hostrule", "internal/ossecret",
 	"internal/proctest", "internal/redact", "internal/shutdown", "internal/storeurl", "internal/testdb",
 	"drivers/replica/replicatest",
 }
@@ -64,10 +64,6 @@ var allowed = map[string]string{
 	// rows (snapshot.Replica, snapshot.Watermark); the types belong below
 	// the store.
 	"internal/fleet -> snapshot": "issue 28: fleet.View is built of snapshot.Replica rows",
-	// Issue 28, import-layer rule: connector.allow_hosts and deny_hosts are
-	// checked with the driver's parser; the host policy belongs in a leaf
-	// both import.
-	"internal/config -> drivers/connector": "issue 28: connector.ParseHostPolicy checks the host lists",
 	// Issue 28, import-layer rule: the replica driver's repair and restart
 	// (issues 22, 23) take the store's leases, metadata rows and heartbeat
 	// rows; the driver should see them through interfaces and types below
