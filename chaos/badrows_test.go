@@ -105,11 +105,11 @@ func testBadRows(t *testing.T, r *rig, url string) {
 	rows := badRows()
 	want := map[ref]badRow{}
 	for i, b := range rows {
-		execSQL(t, url, `INSERT INTO sys_metadata (id, type, name, metadata) VALUES ($1, $2, $3, $4)`, fmt.Sprintf("bad%d", i), b.typ, b.name, b.body)
+		snapshottest.Exec(t, url, `INSERT INTO sys_metadata (id, type, name, metadata) VALUES ($1, $2, $3, $4)`, fmt.Sprintf("bad%d", i), b.typ, b.name, b.body)
 		want[ref{b.kind, b.key}] = b
 	}
-	execSQL(t, url, `INSERT INTO sys_metadata (id, organization_id, type, name, metadata) VALUES ('org1', 'org "x"', 'object', 'o0', '{"fields":{}}')`)
-	execSQL(t, url, `INSERT INTO sys_metadata (id, type, name, metadata, checksum) VALUES ('sum', 'object', 'bad_checksum', '{"fields":{}}', 'sha256:00')`)
+	snapshottest.Exec(t, url, `INSERT INTO sys_metadata (id, organization_id, type, name, metadata) VALUES ('org1', 'org "x"', 'object', 'o0', '{"fields":{}}')`)
+	snapshottest.Exec(t, url, `INSERT INTO sys_metadata (id, type, name, metadata, checksum) VALUES ('sum', 'object', 'bad_checksum', '{"fields":{}}', 'sha256:00')`)
 	want[ref{"engine", registry.EngineKey("", "object", "bad_checksum", "")}] = badRow{want: "held", reason: "checksum"}
 	dsRows := []struct{ name, driver, config, pool, reason string }{
 		{"ds_oracle", "oracle", `{}`, `{}`, "oracle"},
@@ -122,10 +122,10 @@ func testBadRows(t *testing.T, r *rig, url string) {
 		{"ds_\u0007bell; DROP TABLE x", "sqlite", `{"path":"/nonexistent/dir/x.db","extra":1}`, `{}`, ""},
 	}
 	for _, ds := range dsRows {
-		execSQL(t, url, upsertDatasource, ds.name, dsRecord(ds.name, ds.driver, ds.config, ds.pool, `{}`))
+		snapshottest.Exec(t, url, upsertDatasource, ds.name, dsRecord(ds.name, ds.driver, ds.config, ds.pool, `{}`))
 		want[ref{"datasource", registry.NamedKey("", ds.name, "")}] = badRow{want: "held", reason: ds.reason}
 	}
-	execSQL(t, url, `INSERT INTO sys_connector_credential (ref, value) VALUES ($1, NULL)`, "cleared\u2028ref")
+	snapshottest.Exec(t, url, `INSERT INTO sys_connector_credential (ref, value) VALUES ($1, NULL)`, "cleared\u2028ref")
 	want[ref{"credential", registry.CredentialKey("cleared\u2028ref")}] = badRow{want: "held", reason: "cleared"}
 	results.fault("bad rows")
 	results.wrote(int64(len(rows) + len(dsRows) + 3))
@@ -153,7 +153,7 @@ func testBadRows(t *testing.T, r *rig, url string) {
 	}
 
 	// Fixing a bad row heals it; the others are unaffected.
-	execSQL(t, url, `UPDATE sys_metadata SET metadata = '{"fields":{}}' WHERE id = 'bad0'`)
+	snapshottest.Exec(t, url, `UPDATE sys_metadata SET metadata = '{"fields":{}}' WHERE id = 'bad0'`)
 	delete(want, ref{"engine", "object/not_an_object"})
 	results.wrote(1)
 	r.converge(url, d)

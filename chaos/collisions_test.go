@@ -21,7 +21,7 @@ func TestChaosKeyCollisions(t *testing.T) {
 	pgURL := snapshottest.NewPostgresURL(t)
 	r := newRig(t, "collisions")
 	up := okUpstream(t)
-	execSQL(t, pgURL, upsertCredential, "ccred", canary)
+	snapshottest.Exec(t, pgURL, upsertCredential, "ccred", canary)
 	obj := `{"fields":{"name":{"type":"text"}}}`
 	conn := connectorBody(up.URL, "ccred", "5s")
 	rows := snapshottest.Impostors
@@ -30,7 +30,7 @@ func TestChaosKeyCollisions(t *testing.T) {
 		if rw.Type == "connector" {
 			body = conn
 		}
-		execSQL(t, pgURL, snapshottest.InsertImpostor, rw.ID, rw.Org, rw.Type, rw.Name, body)
+		snapshottest.Exec(t, pgURL, snapshottest.InsertImpostor, rw.ID, rw.Org, rw.Type, rw.Name, body)
 	}
 	results.fault("hostile rows")
 	results.wrote(int64(len(rows) + 1))
@@ -94,7 +94,7 @@ func TestChaosKeyCollisions(t *testing.T) {
 			reals = append(reals, rw.ID)
 		}
 	}
-	execSQL(t, pgURL, `DELETE FROM sys_metadata WHERE id IN ('`+strings.Join(fakes, "', '")+`')`)
+	snapshottest.Exec(t, pgURL, `DELETE FROM sys_metadata WHERE id IN ('`+strings.Join(fakes, "', '")+`')`)
 	results.wrote(int64(len(fakes)))
 	evicted := 0
 	eventually(t, "impostors gone", func() bool {

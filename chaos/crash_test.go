@@ -40,14 +40,14 @@ func TestChaosLostHints(t *testing.T) {
 			t.Fatalf("listener backend %d not terminated", pid)
 		}
 		results.fault("hint listener killed")
-		execSQL(t, url, upsertMetadata, fmt.Sprintf("object:o%d", i%10), "object", fmt.Sprintf("o%d", i%10), objectBody(rnd))
-		execSQL(t, url, upsertCredential, "cred0", secretValue(i))
+		snapshottest.Exec(t, url, upsertMetadata, fmt.Sprintf("object:o%d", i%10), "object", fmt.Sprintf("o%d", i%10), objectBody(rnd))
+		snapshottest.Exec(t, url, upsertCredential, "cred0", secretValue(i))
 		results.wrote(2)
 		results.converged("hint listener killed", r.converge(url, listen, deaf))
 	}
 	// NOTIFY off altogether: a write on a daemon that never listens.
 	for i := 0; i < iterations(2, 10); i++ {
-		execSQL(t, url, upsertMetadata, fmt.Sprintf("view:x%d", i), "view", fmt.Sprintf("x%d", i), `{"object":"o1"}`)
+		snapshottest.Exec(t, url, upsertMetadata, fmt.Sprintf("view:x%d", i), "view", fmt.Sprintf("x%d", i), `{"object":"o1"}`)
 		results.wrote(1)
 		r.faultConverged("hints off (hint.listen=false)", url, deaf)
 	}
@@ -88,7 +88,7 @@ func TestChaosCrash(t *testing.T) {
 	const nds = 3
 	dsRow := func(i int, lifetime string) {
 		name := fmt.Sprintf("ds%d", i)
-		execSQL(t, url, upsertDatasource, name, dsRecord(name, "postgres", fmt.Sprintf(`{"url":%q}`, withApp(dsURL, "chaos-ds")),
+		snapshottest.Exec(t, url, upsertDatasource, name, dsRecord(name, "postgres", fmt.Sprintf(`{"url":%q}`, withApp(dsURL, "chaos-ds")),
 			fmt.Sprintf(`{"maxConns":1,"minConns":1,"maxConnLifetime":%q}`, lifetime), `{"credentialsRef":"cred0"}`))
 	}
 	for i := 0; i < nds; i++ {

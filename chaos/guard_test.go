@@ -10,6 +10,7 @@ import (
 
 	"github.com/objectstack-fleet/reconciler/internal/proctest"
 	"github.com/objectstack-fleet/reconciler/internal/testdb"
+	"github.com/objectstack-fleet/reconciler/snapshot/snapshottest"
 )
 
 // TestChaosGuard: a fleet of three daemons with the eviction guard on (the
@@ -31,7 +32,7 @@ func TestChaosGuard(t *testing.T) {
 	const objects = 40
 	seed := func(from, to int) {
 		for i := from; i < to; i++ {
-			execSQL(t, url, upsertMetadata, fmt.Sprintf("object:g%d", i), "object", fmt.Sprintf("g%d", i), `{"fields":{"a":{"type":"text"}}}`)
+			snapshottest.Exec(t, url, upsertMetadata, fmt.Sprintf("object:g%d", i), "object", fmt.Sprintf("g%d", i), `{"fields":{"a":{"type":"text"}}}`)
 		}
 		results.wrote(int64(to - from))
 	}
@@ -95,13 +96,13 @@ func TestChaosGuard(t *testing.T) {
 	}
 
 	// A DELETE without its WHERE, then the rows put back: nothing evicted.
-	execSQL(t, url, `DELETE FROM sys_metadata`)
+	snapshottest.Exec(t, url, `DELETE FROM sys_metadata`)
 	guardedAll("mass delete (rows put back)", objects, objects)
 	seed(0, objects)
 	results.converged("mass delete (rows put back)", r.converge(url, ds...))
 
 	// A TRUNCATE meant on purpose: guarded, then released for the fleet.
-	execSQL(t, url, `TRUNCATE sys_metadata`)
+	snapshottest.Exec(t, url, `TRUNCATE sys_metadata`)
 	guardedAll("TRUNCATE (released)", objects, objects)
 	release()
 	results.converged("TRUNCATE (released)", r.converge(url, ds...))

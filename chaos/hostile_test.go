@@ -278,10 +278,10 @@ func TestChaosHostile(t *testing.T) {
 	}
 	relay := newPGRelay(t, pu.Host)
 	const seeded = 3000
-	execSQL(t, pgURL, `INSERT INTO sys_metadata (id, type, name, metadata)
+	snapshottest.Exec(t, pgURL, `INSERT INTO sys_metadata (id, type, name, metadata)
 SELECT 'object:h' || i, 'object', 'h' || i, '{"fields":{"name":{"type":"text"}}}' FROM generate_series(1, $1::int) i`, seeded)
-	execSQL(t, pgURL, upsertCredential, "hcred", canary)
-	execSQL(t, pgURL, upsertCredential, "hbasic", "svc:"+canary)
+	snapshottest.Exec(t, pgURL, upsertCredential, "hcred", canary)
+	snapshottest.Exec(t, pgURL, upsertCredential, "hbasic", "svc:"+canary)
 	results.wrote(seeded + 2)
 
 	// SQLite datasources are allowed in one directory, so that the file
@@ -327,7 +327,7 @@ SELECT 'object:h' || i, 'object', 'h' || i, '{"fields":{"name":{"type":"text"}}}
 		"steal_redirected": conn("rest", redirector.URL, "/health", "", bearer),
 	}
 	for name, body := range hostileConnectors {
-		execSQL(t, pgURL, upsertMetadata, "connector:"+name, "connector", name, body)
+		snapshottest.Exec(t, pgURL, upsertMetadata, "connector:"+name, "connector", name, body)
 	}
 	results.fault("hostile rows")
 	results.wrote(int64(len(hostileConnectors)))
@@ -401,7 +401,7 @@ SELECT 'object:h' || i, 'object', 'h' || i, '{"fields":{"name":{"type":"text"}}}
 	dsRows["pool_flood"] = dsRow{"postgres", silentConfig, `{"minConns":3000,"maxConns":3000}`}
 	dsRows["pool_silent"] = dsRow{"postgres", silentConfig, `{"minConns":2,"maxConns":4}`}
 	for name, ds := range dsRows {
-		execSQL(t, pgURL, upsertDatasource, name, dsRecord(name, ds.driver, ds.config, ds.pool, `{}`))
+		snapshottest.Exec(t, pgURL, upsertDatasource, name, dsRecord(name, ds.driver, ds.config, ds.pool, `{}`))
 	}
 	results.wrote(int64(len(dsRows)))
 	waitSettled(t, d, "hostile datasources settled", len(dsRows),
@@ -461,7 +461,7 @@ SELECT 'object:h' || i, 'object', 'h' || i, '{"fields":{"name":{"type":"text"}}}
 		"huge_missing": {"hook", bigRefs(9_000), "and 8995 more"},
 	}
 	for name, row := range hugeRows {
-		execSQL(t, pgURL, upsertMetadata, row.typ+":"+name, row.typ, name, row.body)
+		snapshottest.Exec(t, pgURL, upsertMetadata, row.typ+":"+name, row.typ, name, row.body)
 	}
 	results.wrote(int64(len(hugeRows)))
 	waitSettled(t, d, "huge rows held", len(hugeRows),
@@ -500,7 +500,7 @@ SELECT 'object:h' || i, 'object', 'h' || i, '{"fields":{"name":{"type":"text"}}}
 	if _, rss := procFigures(d.pid()); rss-rssBefore > 128 {
 		t.Errorf("RSS %.0f → %.0f MiB after the 64 MiB row: the store read a body above engine.max_body_bytes", rssBefore, rss)
 	}
-	execSQL(t, pgURL, `DELETE FROM sys_metadata WHERE name LIKE 'huge\_%'`)
+	snapshottest.Exec(t, pgURL, `DELETE FROM sys_metadata WHERE name LIKE 'huge\_%'`)
 	results.wrote(int64(len(hugeRows)))
 
 	// Hostile clients: a page whose name was rebound to 127.0.0.1, a

@@ -74,7 +74,7 @@ func TestChaosMemory(t *testing.T) {
 	base := hwm(d)
 
 	const rows, size = 200, 1_000_000
-	execSQL(t, pgURL, `INSERT INTO sys_metadata (id, type, name, metadata)
+	snapshottest.Exec(t, pgURL, `INSERT INTO sys_metadata (id, type, name, metadata)
 SELECT 'object:big' || i, 'object', 'big' || i, '{"fields":{"name":{"type":"text"}},"description":"' || repeat('x', $1::int) || '"}'
 FROM generate_series(1, $2::int) i`, size, rows)
 	results.wrote(rows)
@@ -107,7 +107,7 @@ FROM generate_series(1, $2::int) i`, size, rows)
 
 	// 30 openapi connectors with specs just under the 8 MiB cap, on a
 	// daemon of their own (VmHWM is a peak since start).
-	execSQL(t, pgURL, `DELETE FROM sys_metadata WHERE id LIKE 'object:big%'`)
+	snapshottest.Exec(t, pgURL, `DELETE FROM sys_metadata WHERE id LIKE 'object:big%'`)
 	results.wrote(rows)
 	d = r.newDaemon("memory-specs", withApp(pgURL, "chaos-memory-specs"), set("drift.schedule", ""))
 	d.env, d.bin = shipped, plain
@@ -117,7 +117,7 @@ FROM generate_series(1, $2::int) i`, size, rows)
 	t.Cleanup(up.Close)
 	const specs = 30
 	for i := range specs {
-		execSQL(t, pgURL, upsertMetadata, fmt.Sprintf("connector:spec%d", i), "connector", fmt.Sprintf("spec%d", i),
+		snapshottest.Exec(t, pgURL, upsertMetadata, fmt.Sprintf("connector:spec%d", i), "connector", fmt.Sprintf("spec%d", i),
 			fmt.Sprintf(`{"provider":"openapi","providerConfig":{"baseUrl":%q,"specUrl":"/openapi.json"},"auth":{"type":"none"},"enabled":true}`, up.URL))
 	}
 	results.wrote(specs)

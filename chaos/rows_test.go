@@ -20,12 +20,6 @@ import (
 	"github.com/objectstack-fleet/reconciler/snapshot/snapshottest"
 )
 
-// exec runs one statement on the store at url (either store kind).
-func execSQL(t *testing.T, url, q string, args ...any) {
-	t.Helper()
-	snapshottest.Exec(t, url, q, args...)
-}
-
 // withApp returns a PostgreSQL URL whose connections name themselves app
 // in pg_stat_activity.
 func withApp(raw, app string) string {
@@ -50,21 +44,14 @@ func pool(t *testing.T, url string) *pgxpool.Pool {
 	return p
 }
 
-// queryInt runs a query returning one integer.
+// queryInt runs a query returning one integer, on a connection of its
+// own (closed before it returns: the suite counts the server's
+// connections).
 func queryInt(t *testing.T, url, q string, args ...any) int64 {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	conn, err := pgx.Connect(ctx, url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close(ctx)
-	var n int64
-	if err := conn.QueryRow(ctx, q, args...).Scan(&n); err != nil {
-		t.Fatalf("%s: %v", q, err)
-	}
-	return n
+	c := snapshottest.Connect(t, url)
+	defer c.Close()
+	return c.Int(t, q, args...)
 }
 
 // allRows returns every row of a table as JSON text (for the canary search).
@@ -180,8 +167,8 @@ func writeObjects(t *testing.T, url string, rnd *rand.Rand, objects, n int) {
 	t.Helper()
 	for i := 0; i < n; i++ {
 		id := rnd.IntN(objects)
-		execSQL(t, url, upsertMetadata, fmt.Sprintf("object:o%d", id), "object", fmt.Sprintf("o%d", id), objectBody(rnd))
+		snapshottest.Exec(t, url, upsertMetadata, fmt.Sprintf("object:o%d", id), "object", fmt.Sprintf("o%d", id), objectBody(rnd))
 	}
-	execSQL(t, url, upsertMetadata, fmt.Sprintf("view:v%d", rnd.IntN(1000)), "view", fmt.Sprintf("v%d", rnd.IntN(1000)), `{"object":"o0"}`)
+	snapshottest.Exec(t, url, upsertMetadata, fmt.Sprintf("view:v%d", rnd.IntN(1000)), "view", fmt.Sprintf("v%d", rnd.IntN(1000)), `{"object":"o0"}`)
 	results.wrote(int64(n + 1))
 }

@@ -68,9 +68,9 @@ func TestChaosSecrets(t *testing.T) {
 	execOut := filepath.Join(r.dir, "exec-payloads.json")
 	r.search(func() (string, string) { b, _ := os.ReadFile(execOut); return "exec payloads", string(b) })
 
-	execSQL(t, url, upsertCredential, "bearer", canary)
-	execSQL(t, url, upsertCredential, "basic", "user:"+canary)
-	execSQL(t, url, upsertCredential, "apikey", canary+"-key")
+	snapshottest.Exec(t, url, upsertCredential, "bearer", canary)
+	snapshottest.Exec(t, url, upsertCredential, "basic", "user:"+canary)
+	snapshottest.Exec(t, url, upsertCredential, "apikey", canary+"-key")
 	auth := func(typ, ref string) string {
 		b, _ := json.Marshal(map[string]any{
 			"provider":       "rest",
@@ -79,14 +79,14 @@ func TestChaosSecrets(t *testing.T) {
 		})
 		return string(b)
 	}
-	execSQL(t, url, upsertMetadata, "connector:s1", "connector", "s1", auth("bearer", "bearer"))
-	execSQL(t, url, upsertMetadata, "connector:s2", "connector", "s2", auth("basic", "basic"))
-	execSQL(t, url, upsertMetadata, "connector:s3", "connector", "s3", auth("api-key", "apikey"))
+	snapshottest.Exec(t, url, upsertMetadata, "connector:s1", "connector", "s1", auth("bearer", "bearer"))
+	snapshottest.Exec(t, url, upsertMetadata, "connector:s2", "connector", "s2", auth("basic", "basic"))
+	snapshottest.Exec(t, url, upsertMetadata, "connector:s3", "connector", "s3", auth("api-key", "apikey"))
 	// A datasource whose server refuses the (canary) password, and one
 	// whose server is not there.
-	execSQL(t, url, upsertDatasource, "ds_refused", dsRecord("ds_refused", "postgres",
+	snapshottest.Exec(t, url, upsertDatasource, "ds_refused", dsRecord("ds_refused", "postgres",
 		fmt.Sprintf(`{"url":%q}`, withDatabaseUser(url, "no_such_role_chaos")), `{}`, `{"credentialsRef":"bearer"}`))
-	execSQL(t, url, upsertDatasource, "ds_gone", dsRecord("ds_gone", "postgres",
+	snapshottest.Exec(t, url, upsertDatasource, "ds_gone", dsRecord("ds_gone", "postgres",
 		`{"host":"127.0.0.1","port":1,"database":"x","user":"u"}`, `{}`, `{"connector":"s1"}`))
 
 	d := r.newDaemon("secrets", withApp(url, "chaos-secrets"),
@@ -106,9 +106,9 @@ func TestChaosSecrets(t *testing.T) {
 	// runs: refused, unavailable, timed out, ready.
 	for i, m := range []int32{answer503, answerHang, answerOK, answer401} {
 		mode.Store(m)
-		execSQL(t, url, upsertCredential, "bearer", canary)
-		execSQL(t, url, upsertCredential, "basic", fmt.Sprintf("user%d:%s", i, canary))
-		execSQL(t, url, upsertCredential, "apikey", fmt.Sprintf("%s-key%d", canary, i))
+		snapshottest.Exec(t, url, upsertCredential, "bearer", canary)
+		snapshottest.Exec(t, url, upsertCredential, "basic", fmt.Sprintf("user%d:%s", i, canary))
+		snapshottest.Exec(t, url, upsertCredential, "apikey", fmt.Sprintf("%s-key%d", canary, i))
 		results.wrote(3)
 		r.faultConverged("canary credential rotated", url, d)
 	}

@@ -103,20 +103,20 @@ func TestChaosTenants(t *testing.T) {
 	fakePG := newCleartextPG(t)
 
 	// The victim and the platform.
-	execSQL(t, pgURL, upsertCredential, "acme-token", canary)
-	execSQL(t, pgURL, upsertCredential, "platform-token", canary)
+	snapshottest.Exec(t, pgURL, upsertCredential, "acme-token", canary)
+	snapshottest.Exec(t, pgURL, upsertCredential, "platform-token", canary)
 	sealed, err := ossecret.Encrypt(key, "datasource", "acme_db", canary)
 	if err != nil {
 		t.Fatal(err)
 	}
-	execSQL(t, pgURL, `INSERT INTO sys_secret (id, organization_id, namespace, key, kms_key_id, alg, version, ciphertext)
+	snapshottest.Exec(t, pgURL, `INSERT INTO sys_secret (id, organization_id, namespace, key, kms_key_id, alg, version, ciphertext)
 VALUES ($1, 'acme', 'datasource', 'acme_db', 'local:v1', 'aes-256-gcm', 1, $2)`, sealed.ID, sealed.Ciphertext)
-	execSQL(t, pgURL, upsertOrgMetadata, "c-acme", "connector", "crm", "acme", connectorBody(home.URL, "acme-token", "5s"))
-	execSQL(t, pgURL, upsertOrgMetadata, "c-plat", "connector", "platform_api", nil, connectorBody(home.URL, "platform-token", "5s"))
+	snapshottest.Exec(t, pgURL, upsertOrgMetadata, "c-acme", "connector", "crm", "acme", connectorBody(home.URL, "acme-token", "5s"))
+	snapshottest.Exec(t, pgURL, upsertOrgMetadata, "c-plat", "connector", "platform_api", nil, connectorBody(home.URL, "platform-token", "5s"))
 	fake := fmt.Sprintf(`{"host":"127.0.0.1","port":%s,"database":"d","username":"u"}`, fakePG.port())
 	// acme's own datasource at a server asking for the password in
 	// cleartext (a MITM on an sslmode=prefer path looks the same).
-	execSQL(t, pgURL, upsertOrgMetadata, "d-acme", "datasource", "acme_db", "acme",
+	snapshottest.Exec(t, pgURL, upsertOrgMetadata, "d-acme", "datasource", "acme_db", "acme",
 		dsRecord("acme_db", "postgres", fake, `{}`, fmt.Sprintf(`{"credentialsRef":"sys_secret:%s"}`, sealed.ID)))
 	results.wrote(6)
 
@@ -145,7 +145,7 @@ VALUES ($1, 'acme', 'datasource', 'acme_db', 'local:v1', 'aes-256-gcm', 1, $2)`,
 			"credential platform-token is bound to another organization"},
 	}
 	for id, a := range attacks {
-		execSQL(t, pgURL, upsertOrgMetadata, id, a.typ, a.name, "evil", a.body)
+		snapshottest.Exec(t, pgURL, upsertOrgMetadata, id, a.typ, a.name, "evil", a.body)
 	}
 	results.wrote(int64(len(attacks)))
 	waitSettled(t, d, "the tenant's rows settled", len(attacks),
@@ -183,13 +183,13 @@ VALUES ($1, 'acme', 'datasource', 'acme_db', 'local:v1', 'aes-256-gcm', 1, $2)`,
 	if err != nil {
 		t.Fatal(err)
 	}
-	execSQL(t, pgURL, `DO $$ BEGIN CREATE ROLE chaos_tenant_pool LOGIN; EXCEPTION WHEN duplicate_object THEN NULL; END $$`)
-	execSQL(t, pgURL, upsertCredential, "evil-db", "unused")
+	snapshottest.Exec(t, pgURL, `DO $$ BEGIN CREATE ROLE chaos_tenant_pool LOGIN; EXCEPTION WHEN duplicate_object THEN NULL; END $$`)
+	snapshottest.Exec(t, pgURL, upsertCredential, "evil-db", "unused")
 	poolConfig := fmt.Sprintf(`{"host":%q,"port":%s,"database":%q,"username":"chaos_tenant_pool","sslmode":"disable"}`,
 		pu.Hostname(), pu.Port(), strings.TrimPrefix(pu.Path, "/"))
 	for i := range 3 {
 		name := fmt.Sprintf("pool%d", i)
-		execSQL(t, pgURL, upsertOrgMetadata, "p"+name, "datasource", name, "evil",
+		snapshottest.Exec(t, pgURL, upsertOrgMetadata, "p"+name, "datasource", name, "evil",
 			dsRecord(name, "postgres", poolConfig, `{"minConns":50,"maxConns":50}`, `{"credentialsRef":"evil-db"}`))
 	}
 	results.wrote(3)
@@ -225,7 +225,7 @@ VALUES ($1, 'acme', 'datasource', 'acme_db', 'local:v1', 'aes-256-gcm', 1, $2)`,
 	if peak > 16 {
 		t.Errorf("the pools opened %d connections, above the budget of 16", peak)
 	}
-	execSQL(t, pgURL, `DELETE FROM sys_metadata WHERE id LIKE 'ppool%'`)
+	snapshottest.Exec(t, pgURL, `DELETE FROM sys_metadata WHERE id LIKE 'ppool%'`)
 	results.wrote(3)
 	eventually(t, "the pools closed", func() bool { return backends() == 0 })
 
@@ -241,7 +241,7 @@ VALUES ($1, 'acme', 'datasource', 'acme_db', 'local:v1', 'aes-256-gcm', 1, $2)`,
 	t.Cleanup(hanger.Close)
 	t.Cleanup(func() { close(hang) })
 	for i := range 5 {
-		execSQL(t, pgURL, upsertOrgMetadata, fmt.Sprintf("hang%d", i), "connector", fmt.Sprintf("hang%d", i), "evil",
+		snapshottest.Exec(t, pgURL, upsertOrgMetadata, fmt.Sprintf("hang%d", i), "connector", fmt.Sprintf("hang%d", i), "evil",
 			fmt.Sprintf(`{"provider":"rest","providerConfig":{"baseUrl":%q,"timeout":"1h"},"auth":{"type":"none"},"enabled":true}`, hanger.URL))
 	}
 	results.wrote(5)
@@ -249,7 +249,7 @@ VALUES ($1, 'acme', 'datasource', 'acme_db', 'local:v1', 'aes-256-gcm', 1, $2)`,
 		func(it item) bool { return strings.HasPrefix(it.Key, "evil:hang") },
 		func(it item) bool { return true })
 	t0 := time.Now()
-	execSQL(t, pgURL, upsertOrgMetadata, "acme-obj", "object", "invoice", "acme", `{"fields":{"name":{"type":"text"}}}`)
+	snapshottest.Exec(t, pgURL, upsertOrgMetadata, "acme-obj", "object", "invoice", "acme", `{"fields":{"name":{"type":"text"}}}`)
 	results.wrote(1)
 	waitSettled(t, d, "acme's object applied", 1,
 		func(it item) bool { return it.Key == "acme:object/invoice" },
@@ -275,9 +275,9 @@ VALUES ($1, 'acme', 'datasource', 'acme_db', 'local:v1', 'aes-256-gcm', 1, $2)`,
 	}
 	before := hintPasses()
 	flood := time.Now()
-	execSQL(t, pgURL, `DO $$ BEGIN FOR i IN 1..20000 LOOP PERFORM pg_notify('reconciler', 'x' || i); END LOOP; END $$`)
+	snapshottest.Exec(t, pgURL, `DO $$ BEGIN FOR i IN 1..20000 LOOP PERFORM pg_notify('reconciler', 'x' || i); END LOOP; END $$`)
 	for range 20 {
-		execSQL(t, pgURL, `DO $$ BEGIN FOR i IN 1..1000 LOOP PERFORM pg_notify('reconciler', 'y' || i); END LOOP; END $$`)
+		snapshottest.Exec(t, pgURL, `DO $$ BEGIN FOR i IN 1..1000 LOOP PERFORM pg_notify('reconciler', 'y' || i); END LOOP; END $$`)
 	}
 	floodFor := time.Since(flood)
 	eventually(t, "the hint passes of the flood counted", func() bool { return hintPasses() > before })
@@ -299,7 +299,7 @@ VALUES ($1, 'acme', 'datasource', 'acme_db', 'local:v1', 'aes-256-gcm', 1, $2)`,
 		idle = append(idle, c)
 	}
 	fdsIdle, _ := procFigures(d.pid())
-	execSQL(t, pgURL, upsertOrgMetadata, "c-acme2", "connector", "crm2", "acme", connectorBody(home.URL, "acme-token", "5s"))
+	snapshottest.Exec(t, pgURL, upsertOrgMetadata, "c-acme2", "connector", "crm2", "acme", connectorBody(home.URL, "acme-token", "5s"))
 	results.wrote(1)
 	for _, c := range idle {
 		c.Close()
@@ -314,7 +314,7 @@ VALUES ($1, 'acme', 'datasource', 'acme_db', 'local:v1', 'aes-256-gcm', 1, $2)`,
 	}
 
 	// A row name with bidi and separator characters, on the page.
-	execSQL(t, pgURL, upsertOrgMetadata, "bidi", "view", "gnp\u202e.exe\u2028x", "evil", `{"object":"nothing"}`)
+	snapshottest.Exec(t, pgURL, upsertOrgMetadata, "bidi", "view", "gnp\u202e.exe\u2028x", "evil", `{"object":"nothing"}`)
 	results.wrote(1)
 	waitSettled(t, d, "the bidi row applied", 1,
 		func(it item) bool { return strings.Contains(it.Key, "gnp") },

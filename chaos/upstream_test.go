@@ -65,14 +65,14 @@ func TestChaosUpstream(t *testing.T) {
 	up, mode := flappingUpstream(t)
 	const conns = 6
 	for i := 0; i < 2; i++ {
-		execSQL(t, url, upsertCredential, fmt.Sprintf("up%d", i), secretValue(i))
+		snapshottest.Exec(t, url, upsertCredential, fmt.Sprintf("up%d", i), secretValue(i))
 	}
 	for i := 0; i < conns; i++ {
-		execSQL(t, url, upsertMetadata, fmt.Sprintf("connector:u%d", i), "connector", fmt.Sprintf("u%d", i),
+		snapshottest.Exec(t, url, upsertMetadata, fmt.Sprintf("connector:u%d", i), "connector", fmt.Sprintf("u%d", i),
 			connectorBody(up.URL, fmt.Sprintf("up%d", i%2), "300ms"))
 	}
 	dsRow := func(lifetime string) {
-		execSQL(t, url, upsertDatasource, "away", dsRecord("away", "postgres", fmt.Sprintf(`{"url":%q}`, withApp(dsc.URL("dsdb"), "chaos-away")),
+		snapshottest.Exec(t, url, upsertDatasource, "away", dsRecord("away", "postgres", fmt.Sprintf(`{"url":%q}`, withApp(dsc.URL("dsdb"), "chaos-away")),
 			fmt.Sprintf(`{"maxConns":1,"maxConnLifetime":%q}`, lifetime), `{"credentialsRef":"up0"}`))
 	}
 	dsRow("1h")
@@ -96,7 +96,7 @@ func TestChaosUpstream(t *testing.T) {
 			mode.Store(m)
 			results.fault("upstream flapping (200/401/503/hang)")
 			answered[names[m]]++
-			execSQL(t, url, upsertCredential, fmt.Sprintf("up%d", rnd.IntN(2)), secretValue(rnd.IntN(1000)))
+			snapshottest.Exec(t, url, upsertCredential, fmt.Sprintf("up%d", rnd.IntN(2)), secretValue(rnd.IntN(1000)))
 			results.wrote(1)
 			time.Sleep(time.Duration(100+rnd.IntN(300)) * time.Millisecond) // the flap period: a pause, not a wait
 		}
@@ -107,7 +107,7 @@ func TestChaosUpstream(t *testing.T) {
 		// Upstream heals; the operator rotates the credentials.
 		mode.Store(answerOK)
 		for i := 0; i < 2; i++ {
-			execSQL(t, url, upsertCredential, fmt.Sprintf("up%d", i), secretValue(2000+round))
+			snapshottest.Exec(t, url, upsertCredential, fmt.Sprintf("up%d", i), secretValue(2000+round))
 		}
 		results.wrote(2)
 		r.wantState = func(item) string { return "ready" }

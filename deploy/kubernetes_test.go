@@ -1,15 +1,9 @@
 package deploy
 
 import (
-	"bytes"
-	"errors"
-	"io"
-	"os/exec"
 	"strings"
 	"testing"
 	"time"
-
-	"go.yaml.in/yaml/v3"
 
 	"github.com/objectstack-fleet/reconciler/internal/daemon"
 )
@@ -86,32 +80,15 @@ type k8sDoc struct {
 // Secret, a grace period above the daemon's stop bound, scrape annotations.
 func TestKubernetesKustomize(t *testing.T) {
 	t.Parallel()
-	kubectl, err := exec.LookPath("kubectl")
-	if err != nil {
-		t.Fatal("kubectl not found on PATH: it renders deploy/kubernetes/base (kubectl kustomize); install kubectl")
-	}
-	var stderr bytes.Buffer
-	cmd := exec.Command(kubectl, "kustomize", "kubernetes/base")
-	cmd.Stderr = &stderr
-	out, err := cmd.Output()
-	if err != nil {
-		t.Fatalf("kubectl kustomize: %v\n%s", err, stderr.String())
-	}
+	docs, out := kustomize[k8sDoc](t, "kubernetes/base")
 	var deploy *k8sDoc
 	secrets := map[string]*k8sDoc{}
-	dec := yaml.NewDecoder(bytes.NewReader(out))
-	for {
-		var d k8sDoc
-		if err := dec.Decode(&d); errors.Is(err, io.EOF) {
-			break
-		} else if err != nil {
-			t.Fatalf("rendered manifests: %v\n%s", err, out)
-		}
-		switch d.Kind {
+	for i := range docs {
+		switch d := &docs[i]; d.Kind {
 		case "Deployment":
-			deploy = &d
+			deploy = d
 		case "Secret":
-			secrets[d.Metadata.Name] = &d
+			secrets[d.Metadata.Name] = d
 		}
 	}
 	if deploy == nil {

@@ -1,17 +1,13 @@
 package deploy
 
 import (
-	"bytes"
 	"errors"
-	"io"
 	"os"
 	"os/exec"
 	"path"
 	"path/filepath"
 	"strings"
 	"testing"
-
-	"go.yaml.in/yaml/v3"
 )
 
 // rrContainer and rrDoc are the parts of the rendered rolling-restart
@@ -80,29 +76,12 @@ type rrDoc struct {
 // (fails and removes the request, then passes).
 func TestKubernetesRollingRestart(t *testing.T) {
 	t.Parallel()
-	kubectl, err := exec.LookPath("kubectl")
-	if err != nil {
-		t.Fatal("kubectl not found on PATH: it renders deploy/kubernetes (kubectl kustomize); install kubectl")
-	}
-	var stderr bytes.Buffer
-	cmd := exec.Command(kubectl, "kustomize", "kubernetes/rolling-restart")
-	cmd.Stderr = &stderr
-	out, err := cmd.Output()
-	if err != nil {
-		t.Fatalf("kubectl kustomize: %v\n%s", err, stderr.String())
-	}
+	docs, out := kustomize[rrDoc](t, "kubernetes/rolling-restart")
 	var deploy *rrDoc
-	dec := yaml.NewDecoder(bytes.NewReader(out))
-	for {
-		var d rrDoc
-		if err := dec.Decode(&d); errors.Is(err, io.EOF) {
-			break
-		} else if err != nil {
-			t.Fatalf("rendered manifests: %v\n%s", err, out)
-		}
-		switch d.Kind {
+	for i := range docs {
+		switch d := &docs[i]; d.Kind {
 		case "Deployment":
-			deploy = &d
+			deploy = d
 		case "Role", "ClusterRole", "RoleBinding", "ClusterRoleBinding", "ServiceAccount":
 			t.Errorf("the overlay renders a %s: restarts need no rights on the cluster", d.Kind)
 		}

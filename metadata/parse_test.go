@@ -161,8 +161,10 @@ func TestParseTypedParts(t *testing.T) {
 	if id, ok := metadata.SecretID("sys_secret:sec_9"); !ok || id != "sec_9" {
 		t.Errorf("SecretID = %q %v", id, ok)
 	}
-	if _, ok := metadata.SecretID("crm-token"); ok {
-		t.Error("SecretID accepted a credential ref")
+	for _, ref := range []string{"crm-token", "sys_secret:", ""} {
+		if _, ok := metadata.SecretID(ref); ok {
+			t.Errorf("SecretID(%q) names a sys_secret row", ref)
+		}
 	}
 }
 

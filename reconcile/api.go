@@ -1,6 +1,7 @@
 package reconcile
 
 import (
+	"context"
 	"log/slog"
 	"time"
 
@@ -35,6 +36,11 @@ type Options struct {
 	// StopTimeout bounds how long Run takes to return once its context
 	// ends, whatever a materializer does; default 3s.
 	StopTimeout time.Duration
+	// Stop, if set, is asked for the context of the stop once Run's
+	// context has ended: its deadline bounds Run's return instead of
+	// StopTimeout (a daemon's one stop budget, less what its phases after
+	// the loop need; see internal/shutdown).
+	Stop func() context.Context
 
 	// Materializers per kind. A kind without one gets a no-op materializer
 	// (credential entries never need one).

@@ -216,29 +216,9 @@ func applyOrder(a, b registry.Ref) int {
 	return strings.Compare(a.Key, b.Key)
 }
 
-// sortTargets sorts ts (each ref once) in apply order; a large slice in
-// two halves on two cores, then merged.
+// sortTargets sorts ts (each ref once) in apply order.
 func sortTargets(ts []target) {
-	order := func(a, b target) int { return applyOrder(a.ref, b.ref) }
-	if len(ts) < 4096 || runtime.GOMAXPROCS(0) < 2 {
-		slices.SortFunc(ts, order)
-		return
-	}
-	a, b := ts[:len(ts)/2], ts[len(ts)/2:]
-	var wg sync.WaitGroup
-	wg.Go(func() { slices.SortFunc(a, order) })
-	slices.SortFunc(b, order)
-	wg.Wait()
-	merged := make([]target, 0, len(ts))
-	for len(a) > 0 && len(b) > 0 {
-		if order(b[0], a[0]) < 0 {
-			merged, b = append(merged, b[0]), b[1:]
-		} else {
-			merged, a = append(merged, a[0]), a[1:]
-		}
-	}
-	merged = append(append(merged, a...), b...)
-	copy(ts, merged)
+	slices.SortFunc(ts, func(a, b target) int { return applyOrder(a.ref, b.ref) })
 }
 
 func kindOrder(k registry.Kind) int {

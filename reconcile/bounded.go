@@ -12,6 +12,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/objectstack-fleet/reconciler/reconcile/internal/bounded"
 	"github.com/objectstack-fleet/reconciler/registry"
 )
 
@@ -25,11 +26,9 @@ import (
 // so a materializer that ignores its context costs at most one goroutine
 // per entry.
 //
-// Materialize calls run on a few long-lived workers (apply.concurrency),
-// one call after another, watched by one watchdog per batch: it ends the
-// context of a call at its deadline (or when the reconciler stops), and
-// abandons the worker of a call still running abandonGrace later, starting
-// another in its place. No goroutine, timer or context.WithTimeout per call.
+// Materialize calls run on a few long-lived workers (apply.concurrency)
+// watched by one watchdog per batch (reconcile/internal/bounded, whose doc
+// gives the figure that keeps it over a context.WithTimeout per call).
 
 // abandonGrace is how long a materializer whose context ended has to
 // return before it is abandoned: one that honours its context does.
@@ -86,15 +85,6 @@ func (a *abandoned) count() int {
 	return a.n
 }
 
-// A call is taken by whichever side gets to it first: the goroutine that
-// made it (it finished in time: the loop uses the result) or the loop (it
-// gave up: the goroutine cleans up).
-const (
-	callRunning int32 = iota
-	callTaken
-	callAbandoned
-)
-
 // attempt is what a Materialize call returned.
 type attempt struct {
 	inst     registry.Instance
@@ -110,238 +100,38 @@ type attempt struct {
 // timeout, or the reconciler stopping); exactly once per call.
 func (r *Reconciler) guarded(ctx context.Context, n, workers int,
 	start func(i int) (Materializer, Desired, bool), finish func(i int, inst registry.Instance, err error)) {
-	g := &guard{r: r, parent: ctx, values: context.WithoutCancel(ctx), n: n, start: start, finish: finish,
-		calls: make(map[*call]struct{}, workers), wake: make(chan struct{}, 1), quit: make(chan struct{})}
-	watched := make(chan struct{})
-	go func() {
-		defer close(watched)
-		g.watch()
-	}()
-	workers = max(1, min(workers, n))
-	g.wg.Add(workers)
-	for range workers {
-		go g.work()
-	}
-	g.wg.Wait()
-	close(g.quit)
-	<-watched
-}
-
-// guard is one batch of guarded calls.
-type guard struct {
-	r      *Reconciler
-	parent context.Context
-	values context.Context // parent without its cancellation: the values calls see
-	n      int
-	next   atomic.Int64 // the next item to start
-	start  func(i int) (Materializer, Desired, bool)
-	finish func(i int, inst registry.Instance, err error)
-	wg     sync.WaitGroup // workers (an abandoned one is no longer counted)
-
-	mu       sync.Mutex
-	calls    map[*call]struct{} // in flight
-	wakeAt   time.Time          // the watchdog looks again by then (zero: no call)
-	stopping error              // parent's error once it ended
-	wake     chan struct{}      // a call is due before wakeAt
-	quit     chan struct{}      // every item is finished
-}
-
-// work runs items until there are none left, or until its call is
-// abandoned (then it cleans up and ends: another worker took its place).
-func (g *guard) work() {
-	for {
-		i := int(g.next.Add(1) - 1)
-		if i >= g.n {
-			g.wg.Done()
-			return
-		}
-		m, d, ok := g.start(i)
-		if !ok {
-			continue
-		}
-		c := g.begin(i, d)
-		res := g.r.callMaterializer(c, m, d)
-		if !c.state.CompareAndSwap(callRunning, callTaken) {
-			// Abandoned: nobody will use what it built.
+	b := bounded.Batch[materialization, registry.Ref, attempt]{
+		Timeout: r.opts.ApplyTimeout,
+		Grace:   abandonGrace,
+		Start: func(i int) (materialization, registry.Ref, bool) {
+			m, d, ok := start(i)
+			return materialization{m, d}, registry.Ref{Kind: d.Kind, Key: d.Key}, ok
+		},
+		Call: func(mctx context.Context, c materialization) attempt { return r.callMaterializer(mctx, c.m, c.d) },
+		Finish: func(i int, res attempt, ended error) {
+			inst, err := r.attemptResult(ended, res)
+			finish(i, inst, err)
+		},
+		Abandon: func(i int, ref registry.Ref, ended error) {
+			r.abandoned.add(ref)
+			r.log.WarnContext(ctx, "materializer abandoned: it did not return when its context ended",
+				slog.String("kind", string(ref.Kind)), slog.String("key", ref.Key))
+			finish(i, nil, r.cutShort(ended))
+		},
+		Late: func(ref registry.Ref, res attempt) { // nobody will use what it built
 			if res.err == nil {
-				g.r.closeNow(d.Kind, d.Key, res.inst)
+				r.closeNow(ref.Kind, ref.Key, res.inst)
 			}
-			g.r.abandoned.done(c.ref)
-			return
-		}
-		g.mu.Lock()
-		delete(g.calls, c)
-		g.mu.Unlock()
-		inst, err := g.r.attemptResult(c, res)
-		c.cancel(context.Canceled) // the call is over: what it left running on its context stops
-		g.finish(i, inst, err)
+			r.abandoned.done(ref)
+		},
 	}
+	b.Run(ctx, n, workers)
 }
 
-// begin registers the call of item i, due at apply.timeout (or the
-// parent's deadline if sooner).
-func (g *guard) begin(i int, d Desired) *call {
-	now := time.Now()
-	c := &call{i: i, ref: registry.Ref{Kind: d.Kind, Key: d.Key}, values: g.values,
-		deadline: now.Add(g.r.opts.ApplyTimeout)}
-	if pd, ok := g.parent.Deadline(); ok && pd.Before(c.deadline) {
-		c.deadline = pd
-	}
-	due := c.deadline
-	g.mu.Lock()
-	g.calls[c] = struct{}{}
-	if g.stopping != nil {
-		c.cancel(g.stopping)
-		c.cutAt = now
-		due = now.Add(abandonGrace)
-	}
-	wake := g.wakeAt.IsZero() || due.Before(g.wakeAt)
-	if wake {
-		g.wakeAt = due
-	}
-	g.mu.Unlock()
-	if wake {
-		select {
-		case g.wake <- struct{}{}:
-		default:
-		}
-	}
-	return c
-}
-
-// watch ends the contexts of calls past their deadline (all of them once
-// the parent ends) and abandons the calls still running abandonGrace
-// later, until the batch is finished. It sleeps until the soonest of
-// those moments: a batch of calls that return in time never wakes it.
-func (g *guard) watch() {
-	t := time.NewTimer(time.Hour)
-	t.Stop()
-	parentDone := g.parent.Done()
-	for {
-		select {
-		case <-g.quit:
-			t.Stop()
-			return
-		case <-parentDone:
-			parentDone = nil
-			g.mu.Lock()
-			g.stopping = g.parent.Err()
-			g.mu.Unlock()
-		case <-g.wake:
-		case <-t.C:
-		}
-		if at := g.sweep(); !at.IsZero() {
-			t.Reset(time.Until(at))
-		}
-	}
-}
-
-// sweep cuts short and abandons what is due, returning when to look again.
-func (g *guard) sweep() time.Time {
-	now := time.Now()
-	var soonest time.Time
-	var late []*call
-	g.mu.Lock()
-	for c := range g.calls {
-		if c.cutAt.IsZero() {
-			switch {
-			case g.stopping != nil:
-				c.cancel(g.stopping)
-				c.cutAt = now
-			case !now.Before(c.deadline):
-				c.cancel(context.DeadlineExceeded)
-				c.cutAt = now
-			}
-		}
-		due := c.deadline
-		if !c.cutAt.IsZero() {
-			if due = c.cutAt.Add(abandonGrace); !now.Before(due) {
-				delete(g.calls, c)
-				late = append(late, c)
-				continue
-			}
-		}
-		if soonest.IsZero() || due.Before(soonest) {
-			soonest = due
-		}
-	}
-	g.wakeAt = soonest
-	g.mu.Unlock()
-	for _, c := range late {
-		g.abandon(c)
-	}
-	return soonest
-}
-
-// abandon gives up on a call whose context ended abandonGrace ago: its
-// item is finished as cut short and its worker replaced.
-func (g *guard) abandon(c *call) {
-	g.r.abandoned.add(c.ref) // before the swap: done must never come first
-	if !c.state.CompareAndSwap(callRunning, callAbandoned) {
-		g.r.abandoned.done(c.ref) // it returned just now: its worker goes on
-		return
-	}
-	g.r.log.WarnContext(g.parent, "materializer abandoned: it did not return when its context ended",
-		slog.String("kind", string(c.ref.Kind)), slog.String("key", c.ref.Key))
-	g.finish(c.i, nil, g.r.cutShort(c))
-	g.wg.Add(1)
-	go g.work()
-	g.wg.Done() // the abandoned worker's
-}
-
-// call is one guarded Materialize call, and the context it is given: the
-// parent's values, a deadline, and an end the watchdog decides.
-type call struct {
-	i        int
-	ref      registry.Ref
-	values   context.Context
-	deadline time.Time
-	state    atomic.Int32 // callRunning, then callTaken or callAbandoned
-	cutAt    time.Time    // when the context ended (guarded by guard.mu)
-
-	mu   sync.Mutex
-	done chan struct{} // made on first use
-	err  error
-}
-
-var _ context.Context = (*call)(nil)
-
-// Deadline is apply.timeout after the call started, or the parent's.
-func (c *call) Deadline() (time.Time, bool) { return c.deadline, true }
-
-// Done is closed when the call is cut short.
-func (c *call) Done() <-chan struct{} {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.done == nil {
-		c.done = make(chan struct{})
-		if c.err != nil {
-			close(c.done)
-		}
-	}
-	return c.done
-}
-
-// Err is context.DeadlineExceeded or the parent's error once cut short.
-func (c *call) Err() error {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.err
-}
-
-// Value is the parent's value for key.
-func (c *call) Value(key any) any { return c.values.Value(key) }
-
-func (c *call) cancel(err error) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.err != nil {
-		return
-	}
-	c.err = err
-	if c.done != nil {
-		close(c.done)
-	}
+// materialization is one guarded call: m.Materialize(ctx, d).
+type materialization struct {
+	m Materializer
+	d Desired
 }
 
 func (r *Reconciler) callMaterializer(ctx context.Context, m Materializer, d Desired) (res attempt) {
@@ -356,21 +146,24 @@ func (r *Reconciler) callMaterializer(ctx context.Context, m Materializer, d Des
 	return attempt{inst: inst, err: err}
 }
 
-func (r *Reconciler) attemptResult(mctx context.Context, res attempt) (registry.Instance, error) {
+// attemptResult is the outcome of a call that returned res; ended is its
+// context's error when it returned (nil: not ended).
+func (r *Reconciler) attemptResult(ended error, res attempt) (registry.Instance, error) {
 	switch {
 	case res.panicked:
 		return nil, res.err
-	case res.err != nil && mctx.Err() != nil:
-		return nil, r.cutShort(mctx)
+	case res.err != nil && ended != nil:
+		return nil, r.cutShort(ended)
 	case res.err == nil && isNil(res.inst):
 		return NopInstance{}, nil
 	}
 	return res.inst, res.err
 }
 
-// cutShort is the failure of a materialization whose context ended.
-func (r *Reconciler) cutShort(mctx context.Context) error {
-	if errors.Is(mctx.Err(), context.DeadlineExceeded) {
+// cutShort is the failure of a materialization whose context ended with
+// ended.
+func (r *Reconciler) cutShort(ended error) error {
+	if errors.Is(ended, context.DeadlineExceeded) {
 		return Transient(&abortError{"timeout"}, "materialize timed out after %s", r.opts.ApplyTimeout)
 	}
 	return Transient(&abortError{"timeout"}, "materialize cut short: the reconciler is stopping")
@@ -385,6 +178,15 @@ func (r *Reconciler) errAttemptRunning() error {
 type abortError struct{ label string }
 
 func (e *abortError) Error() string { return "materialization aborted: " + e.label }
+
+// A Close is taken by whichever side gets to it first: the goroutine that
+// made it (it finished in time) or closeInstance (it gave up: the
+// goroutine uncounts itself).
+const (
+	callRunning int32 = iota
+	callTaken
+	callAbandoned
+)
 
 // closeInstance closes inst, waiting until it returns, apply.timeout
 // passes or ctx ends, whichever comes first; a Close that overruns is

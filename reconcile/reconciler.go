@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/objectstack-fleet/reconciler/internal/backoff"
+	"github.com/objectstack-fleet/reconciler/internal/shutdown"
 	"github.com/objectstack-fleet/reconciler/registry"
 	"github.com/objectstack-fleet/reconciler/snapshot"
 )
@@ -267,29 +268,37 @@ func (r *Reconciler) setRevision(rev int64) {
 }
 
 // Run relists, then polls until ctx ends. It returns nil when ctx ended,
-// within Options.StopTimeout whatever a materializer does: the pass in
-// flight may go on for the first three fifths of it (then what still runs
-// is abandoned), closing every instance gets the rest.
+// by the deadline of its stop (Options.Stop, else StopTimeout after ctx
+// ended) whatever a materializer does: the pass in flight and
+// revalidation may go on until the later phases of the stop need what is
+// left (then what still runs is abandoned), calls outlasting their pass
+// may land (flightsNeed), and closing every instance gets the rest
+// (closeNeed).
 func (r *Reconciler) Run(ctx context.Context) error {
 	r.mu.Lock()
 	r.status.StartedAt = time.Now()
 	r.mu.Unlock()
 
-	drain := r.opts.StopTimeout * 3 / 5
+	stop := r.opts.Stop
+	if stop == nil {
+		s := shutdown.Watch(ctx, r.opts.StopTimeout)
+		defer s.Release()
+		stop = s.Context
+	}
+	phases := sync.OnceValue(func() stopPhases { return newStopPhases(stop()) })
 	passCtx, abandon := context.WithCancel(context.WithoutCancel(ctx))
 	watched := make(chan struct{})
 	go func() {
 		defer close(watched)
-		cutAfter(ctx, passCtx, drain, abandon)
+		cutAt(ctx, passCtx, func() context.Context { return phases().drain }, abandon)
 	}()
 	defer func() {
+		p := phases()
+		defer p.cancel()
 		abandon()
 		<-watched
-		budget := r.opts.StopTimeout - drain
-		fctx, cancel := context.WithTimeout(context.Background(), budget/4)
-		r.dropFlights(fctx)
-		cancel()
-		r.shutdown(budget - budget/4)
+		r.dropFlights(p.flights)
+		r.shutdown(p.close)
 	}()
 	if r.opts.RevalidateInterval > 0 {
 		revalCtx, stopReval := context.WithCancel(ctx)
@@ -301,12 +310,10 @@ func (r *Reconciler) Run(ctx context.Context) error {
 		defer func() { // first of the deferred: before instances close
 			stopReval()
 			// Checks honour ctx; one that does not is not waited for
-			// past a fifth of the stop budget.
-			t := time.NewTimer(r.opts.StopTimeout / 5)
-			defer t.Stop()
+			// past the pass's part of the stop.
 			select {
 			case <-revalDone:
-			case <-t.C:
+			case <-phases().drain.Done():
 			}
 		}()
 	}
@@ -465,28 +472,44 @@ func (r *Reconciler) retryBackoff(attempt int) time.Duration {
 	return backoff.Policy{Base: r.opts.RetryBase, Max: r.opts.RetryMax, Jitter: 0.2}.Delay(attempt)
 }
 
-// cutAfter calls abandon once ctx has been over for grace, or returns
-// when pass ends first.
-func cutAfter(ctx, pass context.Context, grace time.Duration, abandon func()) {
+// What the phases of the loop's stop after the pass in flight need.
+const (
+	flightsNeed = 250 * time.Millisecond // landing the calls that outlasted their pass
+	closeNeed   = 750 * time.Millisecond // closing every instance
+)
+
+// stopPhases are the contexts of the loop's stop, each ending what the
+// next phase needs before the next one's end: close is the stop's own.
+type stopPhases struct {
+	drain, flights, close context.Context
+	cancel                func()
+}
+
+func newStopPhases(stop context.Context) stopPhases {
+	flights, cancelFlights := shutdown.Leave(stop, closeNeed)
+	drain, cancelDrain := shutdown.Leave(flights, flightsNeed)
+	return stopPhases{drain: drain, flights: flights, close: stop,
+		cancel: func() { cancelDrain(); cancelFlights() }}
+}
+
+// cutAt calls abandon once ctx has ended and then drain (asked for once
+// ctx ended) has too, or returns when pass ends first.
+func cutAt(ctx, pass context.Context, drain func() context.Context, abandon func()) {
 	select {
 	case <-ctx.Done():
 	case <-pass.Done():
 		return
 	}
-	t := time.NewTimer(grace)
-	defer t.Stop()
 	select {
-	case <-t.C:
+	case <-drain().Done():
 		abandon()
 	case <-pass.Done():
 	}
 }
 
-// shutdown closes every instance, dependents first, waiting at most
-// budget for the lot: a Close still running then is abandoned (counted).
-func (r *Reconciler) shutdown(budget time.Duration) {
-	ctx, cancel := context.WithTimeout(context.Background(), budget)
-	defer cancel()
+// shutdown closes every instance, dependents first, until ctx ends at
+// the latest: a Close still running then is abandoned (counted).
+func (r *Reconciler) shutdown(ctx context.Context) {
 	for i := len(registry.Kinds) - 1; i >= 0; i-- {
 		reg := r.regs.Of(registry.Kinds[i])
 		for _, key := range reg.Keys() {

@@ -75,7 +75,11 @@ func Validate(ctx context.Context, src Source, opts Options, proposed []Proposed
 	if r.owners != nil {
 		r.owners = &readOnlyOwners{base: r.owners}
 	}
-	defer r.shutdown(time.Second)
+	defer func() {
+		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
+		defer cancel()
+		r.shutdown(sctx)
+	}()
 	all, _, parsed, err := r.relistRows(ctx)
 	if err != nil {
 		return Validation{}, fmt.Errorf("validate: read the store: %w", err)

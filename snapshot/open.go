@@ -82,8 +82,11 @@ func Open(rawURL string, opts OpenOptions) (Store, error) {
 		return nil, BadURL(rawURL, fmt.Sprintf("missing scheme (want %s)", storeurl.Want()))
 	}
 	backendsMu.RLock()
-	b := backends[sc.Kind]
+	b, ok := backends[sc.Kind]
 	backendsMu.RUnlock()
+	if !ok { // registered with storeurl alone: a URL form, no store
+		return nil, BadURL(rawURL, fmt.Sprintf("no store backend opens %s:// (want %s)", strings.ToLower(sc.Names[0]), storeurl.Want()))
+	}
 	if opts.ReadURL != "" && !b.Standby {
 		return nil, BadURL(opts.ReadURL, fmt.Sprintf("a read url needs a %s store (a %s store has no standby)", storeurl.WantStandby(), b.Kind))
 	}

@@ -15,8 +15,8 @@ func TestOpenBadURL(t *testing.T) {
 	for _, tc := range []struct{ url, want string }{
 		{"postgres://u:" + pw + "@[::1", "missing ']'"},
 		{"postgres://u:" + pw + "@host:notaport/db", "port"},
-		{"mysql://u:" + pw + "@host/db", `unknown scheme "mysql"`},
-		{"u:" + pw + "@host/db", "missing scheme"},
+		{"mysql://u:" + pw + "@host/db", `unknown scheme "mysql" (want postgres://, postgresql:// or sqlite://)`},
+		{"u:" + pw + "@host/db", "missing scheme (want postgres://, postgresql:// or sqlite://)"},
 		{"sqlite://", "missing database file path"},
 		{"sqlite:///a.db?mode=ro", "no query"},
 	} {

@@ -89,6 +89,21 @@ func newClient(fs *pflag.FlagSet) (*client, error) {
 	return c, nil
 }
 
+// answer sends a request and decodes its 2xx JSON answer into out; with
+// asJSON it writes the answer as the daemon sent it to w instead of
+// leaving the printing to the caller, and says so (printed).
+func (c *client) answer(ctx context.Context, w io.Writer, asJSON bool, method, path string, out any) (printed bool, err error) {
+	var raw []byte
+	if err := c.do(ctx, method, path, out, &raw); err != nil {
+		return false, err
+	}
+	if !asJSON {
+		return false, nil
+	}
+	_, err = w.Write(raw)
+	return true, err
+}
+
 // do sends a request and decodes a 2xx JSON answer into out (raw, if
 // not nil, receives the body as is).
 func (c *client) do(ctx context.Context, method, path string, out any, raw *[]byte) error {

@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/objectstack-fleet/reconciler/internal/proctest"
 	"github.com/objectstack-fleet/reconciler/internal/testdb"
 )
 
@@ -25,7 +26,7 @@ func TestUsageAndExitCodes(t *testing.T) {
 		{[]string{"items", "--kind", "nope"}, 2, "unknown kind"},
 		{[]string{"trigger", "--resync", "--drift"}, 2, "exclude each other"},
 		{[]string{"status", "extra"}, 2, "unexpected argument"},
-		{[]string{"status", "--addr", freePort(t)}, 1, "not reachable"},
+		{[]string{"status", "--addr", proctest.FreeAddr(t)}, 1, "not reachable"},
 	} {
 		r := reconciler(t, dir, nil, tc.args...)
 		if r.code != tc.code || !strings.Contains(r.stdout+r.stderr, tc.contains) {
@@ -74,7 +75,7 @@ func TestStartupFailures(t *testing.T) {
 			if tc.config != "" {
 				writeConfig(t, dir, tc.config)
 			}
-			addr := freePort(t)
+			addr := proctest.FreeAddr(t)
 			args := append([]string{"run", "--status.listen", addr, "--store.url", "sqlite://./s.db", "--drift.dir", "./drift"}, tc.args...)
 			r := reconciler(t, dir, tc.env, args...)
 			if r.code != 1 {

@@ -40,15 +40,12 @@ func runDrift(ctx context.Context, c *cli, fs *pflag.FlagSet) error {
 		return err
 	}
 	var rep reconcile.DriftReport
-	var raw []byte
-	if err := cl.do(ctx, "GET", "/v1/drift", &rep, &raw); err != nil {
+	asJSON, _ := fs.GetBool("json")
+	printed, err := cl.answer(ctx, c.stdout, asJSON, "GET", "/v1/drift", &rep)
+	if err != nil {
 		return err
 	}
-	if asJSON, _ := fs.GetBool("json"); asJSON {
-		if _, err := c.stdout.Write(raw); err != nil {
-			return err
-		}
-	} else {
+	if !printed {
 		printDrift(c, rep)
 	}
 	if !rep.Clean() {

@@ -17,6 +17,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/objectstack-fleet/reconciler/internal/fleet"
 	"github.com/objectstack-fleet/reconciler/snapshot/snapshottest"
 )
 
@@ -186,7 +187,7 @@ func TestThreeDaemonsPostgres(t *testing.T) {
 	if r.code != 0 {
 		t.Fatalf("fleet: %d %s", r.code, r.stderr)
 	}
-	var fv fleetView
+	var fv fleet.View
 	if err := json.Unmarshal([]byte(r.stdout), &fv); err != nil || len(fv.Replicas) != 3 {
 		t.Fatalf("fleet: %v\n%s", err, r.stdout)
 	}

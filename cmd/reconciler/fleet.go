@@ -47,9 +47,6 @@ when some are flagged.`,
 	}
 }
 
-// fleetView is the answer of `reconciler fleet --json`.
-type fleetView = fleet.View
-
 func runFleet(ctx context.Context, c *cli, fs *pflag.FlagSet) error {
 	if err := noArgs(c); err != nil {
 		return err
@@ -86,11 +83,11 @@ func runFleet(ctx context.Context, c *cli, fs *pflag.FlagSet) error {
 	return nil
 }
 
-func buildFleet(head snapshot.Watermark, reps []snapshot.Replica, poll time.Duration, now time.Time) fleetView {
+func buildFleet(head snapshot.Watermark, reps []snapshot.Replica, poll time.Duration, now time.Time) fleet.View {
 	return fleet.Build(head, reps, snapshot.HeartbeatInterval(poll), now)
 }
 
-func printFleet(c *cli, v fleetView) {
+func printFleet(c *cli, v fleet.View) {
 	fmt.Fprintf(c.stdout, "store head: journal seq %d, revision %d\n\n", v.Head.Seq, v.Head.Revision)
 	w := tabwriter.NewWriter(c.stdout, 0, 4, 2, ' ', 0)
 	fmt.Fprint(w, "REPLICA\tHOST\tPID\tVERSION\tHEARTBEAT\tCURSOR\tBEHIND\tCONVERGED\tLAG\t")
@@ -161,7 +158,7 @@ type fleetChangeReplica struct {
 // runFleetChange answers --change: the entry's current revision (from a
 // read-only relist, keyed as the loop keys rows) and, per replica, whether
 // its converged revision covers it.
-func runFleetChange(ctx context.Context, c *cli, fs *pflag.FlagSet, store snapshot.Store, v fleetView, kind registry.Kind, key string) error {
+func runFleetChange(ctx context.Context, c *cli, fs *pflag.FlagSet, store snapshot.Store, v fleet.View, kind registry.Kind, key string) error {
 	rows, _, err := store.Relist(ctx)
 	if err != nil {
 		return fmt.Errorf("read rows: %w", err)

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/objectstack-fleet/reconciler/internal/daemon/statusapi"
+	"github.com/objectstack-fleet/reconciler/internal/fleet"
 	"github.com/objectstack-fleet/reconciler/snapshot/snapshottest"
 )
 
@@ -53,7 +54,7 @@ VALUES ('old', 'gone-host', 1, now() - interval '2 hours', true)`)
 		t.Fatalf("fleet --all: %d\n%s%s", r.code, r.stdout, r.stderr)
 	}
 	r = reconciler(t, dir, nil, "fleet", "--store.url", url, "--json")
-	var fv fleetView
+	var fv fleet.View
 	if err := json.Unmarshal([]byte(r.stdout), &fv); err != nil || len(fv.Replicas) != 1 || fv.Hidden != 1 || !fv.Replicas[0].Duplicate {
 		t.Fatalf("fleet --json: %v\n%s", err, r.stdout)
 	}

@@ -58,24 +58,14 @@ func runGuard(ctx context.Context, c *cli, fs *pflag.FlagSet) error {
 	}
 	if release {
 		var rel statusapi.Released
-		var raw []byte
-		if err := cl.do(ctx, "POST", "/v1/guard/release", &rel, &raw); err != nil {
-			return err
-		}
-		if asJSON {
-			_, err := c.stdout.Write(raw)
+		if printed, err := cl.answer(ctx, c.stdout, asJSON, "POST", "/v1/guard/release", &rel); err != nil || printed {
 			return err
 		}
 		fmt.Fprintf(c.stdout, "released %d guarded evictions of this sidecar only; they apply at its next pass\n(to release the fleet: reconciler guard release --store.url URL)\n", rel.Held)
 		return nil
 	}
 	var g reconcile.GuardStatus
-	var raw []byte
-	if err := cl.do(ctx, "GET", "/v1/guard", &g, &raw); err != nil {
-		return err
-	}
-	if asJSON {
-		_, err := c.stdout.Write(raw)
+	if printed, err := cl.answer(ctx, c.stdout, asJSON, "GET", "/v1/guard", &g); err != nil || printed {
 		return err
 	}
 	printGuard(c, g)

@@ -111,12 +111,7 @@ func runItems(ctx context.Context, c *cli, fs *pflag.FlagSet) error {
 		path += "?" + q.Encode()
 	}
 	var entries []itemRow
-	var raw []byte
-	if err := cl.do(ctx, "GET", path, &entries, &raw); err != nil {
-		return err
-	}
-	if asJSON {
-		_, err := c.stdout.Write(raw)
+	if printed, err := cl.answer(ctx, c.stdout, asJSON, "GET", path, &entries); err != nil || printed {
 		return err
 	}
 	now := time.Now()
@@ -166,12 +161,7 @@ func (e itemRow) revisions() string {
 // printRootCauses prints the held entries collapsed onto their causes.
 func printRootCauses(ctx context.Context, c *cli, cl *client, asJSON bool) error {
 	var causes []reconcile.RootCause
-	var raw []byte
-	if err := cl.do(ctx, "GET", "/v1/items?root_causes=true", &causes, &raw); err != nil {
-		return err
-	}
-	if asJSON {
-		_, err := c.stdout.Write(raw)
+	if printed, err := cl.answer(ctx, c.stdout, asJSON, "GET", "/v1/items?root_causes=true", &causes); err != nil || printed {
 		return err
 	}
 	if len(causes) == 0 {

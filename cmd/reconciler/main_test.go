@@ -215,9 +215,6 @@ func eventually(t *testing.T, within time.Duration, what string, cond func() boo
 	return proctest.Eventually(t, within, 25*time.Millisecond, what, cond)
 }
 
-// freePort returns a loopback address nothing listens on.
-func freePort(t *testing.T) string { return proctest.FreeAddr(t) }
-
 func writeConfig(t *testing.T, dir, body string) string {
 	t.Helper()
 	p := filepath.Join(dir, "config.yaml")

@@ -58,12 +58,8 @@ func runRetry(ctx context.Context, c *cli, fs *pflag.FlagSet) error {
 	}
 	cl.http.Timeout = retryClientTimeout
 	var body statusapi.RetryBody
-	var raw []byte
-	if err := cl.do(ctx, "POST", "/v1/item/retry?"+q.Encode(), &body, &raw); err != nil {
-		return err
-	}
-	if asJSON, _ := fs.GetBool("json"); asJSON {
-		_, err := c.stdout.Write(raw)
+	asJSON, _ := fs.GetBool("json")
+	if printed, err := cl.answer(ctx, c.stdout, asJSON, "POST", "/v1/item/retry?"+q.Encode(), &body); err != nil || printed {
 		return err
 	}
 	now := time.Now()

@@ -39,12 +39,8 @@ func runStatus(ctx context.Context, c *cli, fs *pflag.FlagSet) error {
 		return err
 	}
 	var st statusapi.StatusBody
-	var raw []byte
-	if err := cl.do(ctx, "GET", "/v1/status", &st, &raw); err != nil {
-		return err
-	}
-	if asJSON, _ := fs.GetBool("json"); asJSON {
-		_, err := c.stdout.Write(raw)
+	asJSON, _ := fs.GetBool("json")
+	if printed, err := cl.answer(ctx, c.stdout, asJSON, "GET", "/v1/status", &st); err != nil || printed {
 		return err
 	}
 	now := time.Now()

@@ -19,14 +19,6 @@ const (
 	ProviderOpenAPI = "openapi"
 )
 
-// The auth types (the metadata package's).
-const (
-	AuthBearer = metadata.AuthBearer
-	AuthAPIKey = metadata.AuthAPIKey
-	AuthBasic  = metadata.AuthBasic
-	AuthNone   = metadata.AuthNone
-)
-
 // DefaultAPIKeyHeader is the header an api-key credential is sent in when
 // auth.header is not set.
 const DefaultAPIKeyHeader = "X-API-Key"
@@ -43,7 +35,7 @@ type Spec struct {
 	SpecURL *url.URL
 	// Timeout bounds each upstream request of materialization (0: default).
 	Timeout time.Duration
-	// AuthType is one of the Auth constants; CredentialRef and Header go
+	// AuthType is one of metadata.Auth*; CredentialRef and Header go
 	// with it.
 	AuthType      string
 	CredentialRef string
@@ -147,7 +139,7 @@ func parseSpec(body []byte, lim metadata.Limits) (Spec, error) {
 		return Spec{}, err
 	}
 	s.AuthType, s.CredentialRef = c.AuthType, c.CredentialRef
-	if s.AuthType == AuthAPIKey {
+	if s.AuthType == metadata.AuthAPIKey {
 		auth, _, err := root.Object("auth")
 		if err != nil {
 			return Spec{}, err

@@ -12,6 +12,7 @@ import (
 	"sync/atomic"
 
 	"github.com/objectstack-fleet/reconciler/internal/redact"
+	"github.com/objectstack-fleet/reconciler/metadata"
 	"github.com/objectstack-fleet/reconciler/reconcile"
 	"github.com/objectstack-fleet/reconciler/secret"
 )
@@ -125,11 +126,11 @@ func (c *Client) checkOrigin(u *url.URL) error {
 func (c *Client) authorize(r *http.Request) {
 	v := c.secret.Reveal()
 	switch c.spec.AuthType {
-	case AuthBearer:
+	case metadata.AuthBearer:
 		r.Header.Set("Authorization", "Bearer "+v)
-	case AuthAPIKey:
+	case metadata.AuthAPIKey:
 		r.Header.Set(c.spec.Header, v)
-	case AuthBasic:
+	case metadata.AuthBasic:
 		user, pass, _ := strings.Cut(v, ":")
 		r.SetBasicAuth(user, pass)
 	}

@@ -135,13 +135,13 @@ func (m *Materializer) Materialize(ctx context.Context, d reconcile.Desired) (re
 }
 
 func checkSecret(spec Spec, s secret.Secret) error {
-	if spec.AuthType == AuthNone {
+	if spec.AuthType == metadata.AuthNone {
 		return nil
 	}
 	if s.IsEmpty() {
 		return reconcile.Invalid(ErrNoCredential, "credential %s is empty", spec.CredentialRef)
 	}
-	if spec.AuthType == AuthBasic {
+	if spec.AuthType == metadata.AuthBasic {
 		user, _, ok := strings.Cut(s.Reveal(), ":")
 		if !ok || user == "" {
 			return reconcile.Invalid(ErrNoCredential, "credential %s is not \"user:password\" as basic auth needs", spec.CredentialRef)

@@ -6,10 +6,10 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
-	"strconv"
-	"strings"
 	"syscall"
 	"time"
+
+	"github.com/objectstack-fleet/reconciler/internal/hostrule"
 )
 
 // The config keys of the host policy, named by reasons.
@@ -32,19 +32,9 @@ type HostPolicy struct {
 	Allow, Deny []string
 }
 
-// hostRule is one parsed entry.
-type hostRule struct {
-	name   string // lower-case host name, or ""
-	addr   netip.Addr
-	prefix netip.Prefix
-	port   int // 0: any
-}
-
-type hostRules []hostRule
-
 // Hosts is a HostPolicy ready to match (nil: everything allowed).
 type Hosts struct {
-	allow, deny hostRules
+	allow, deny hostrule.Rules
 }
 
 // ParseHostPolicy checks every entry; the error names the key and the bad
@@ -54,10 +44,10 @@ func ParseHostPolicy(p HostPolicy) (*Hosts, error) {
 	for _, list := range []struct {
 		key     string
 		entries []string
-		dst     *hostRules
+		dst     *hostrule.Rules
 	}{{AllowHostsKey, p.Allow, &c.allow}, {DenyHostsKey, p.Deny, &c.deny}} {
 		for _, e := range list.entries {
-			r, err := parseHostRule(e)
+			r, err := hostrule.Parse(e)
 			if err != nil {
 				return nil, fmt.Errorf("%s: %q: %w", list.key, e, err)
 			}
@@ -65,75 +55,6 @@ func ParseHostPolicy(p HostPolicy) (*Hosts, error) {
 		}
 	}
 	return &c, nil
-}
-
-func parseHostRule(e string) (hostRule, error) {
-	e = strings.TrimSpace(e)
-	if e == "" {
-		return hostRule{}, errors.New("empty entry")
-	}
-	if strings.Contains(e, "/") {
-		p, err := netip.ParsePrefix(e)
-		if err != nil {
-			return hostRule{}, errors.New("not a CIDR prefix")
-		}
-		return hostRule{prefix: p.Masked()}, nil
-	}
-	host, port := e, 0
-	if h, ps, err := net.SplitHostPort(e); err == nil {
-		n, err := strconv.Atoi(ps)
-		if err != nil || n < 1 || n > 65535 {
-			return hostRule{}, errors.New("bad port")
-		}
-		host, port = h, n
-	}
-	host = strings.Trim(host, "[]")
-	if a, err := netip.ParseAddr(host); err == nil {
-		return hostRule{addr: a.Unmap(), port: port}, nil
-	}
-	if host == "" || strings.ContainsAny(host, " :") {
-		return hostRule{}, errors.New("not a host, host:port or CIDR prefix")
-	}
-	return hostRule{name: strings.ToLower(strings.TrimSuffix(host, ".")), port: port}, nil
-}
-
-func portMatches(rule, port int) bool { return rule == 0 || rule == port }
-
-// byName reports whether a rule names host (the URL's) and port.
-func (rs hostRules) byName(host string, port int) bool {
-	host = strings.ToLower(strings.TrimSuffix(host, "."))
-	for _, r := range rs {
-		if !portMatches(r.port, port) {
-			continue
-		}
-		if r.name != "" && r.name == host {
-			return true
-		}
-		if a, err := netip.ParseAddr(strings.Trim(host, "[]")); err == nil && r.matchAddr(a.Unmap()) {
-			return true
-		}
-	}
-	return false
-}
-
-func (r hostRule) matchAddr(a netip.Addr) bool {
-	switch {
-	case r.prefix.IsValid():
-		return r.prefix.Contains(a)
-	case r.addr.IsValid():
-		return r.addr == a
-	}
-	return false
-}
-
-// byAddr reports whether a rule matches a dialed address and port.
-func (rs hostRules) byAddr(a netip.Addr, port int) bool {
-	for _, r := range rs {
-		if portMatches(r.port, port) && r.matchAddr(a) {
-			return true
-		}
-	}
-	return false
 }
 
 func (c *Hosts) empty() bool { return c == nil || len(c.allow)+len(c.deny) == 0 }
@@ -145,13 +66,13 @@ func (c *Hosts) checkName(host string, port int) (nameAllowed bool, err error) {
 	if c.empty() {
 		return true, nil
 	}
-	if c.deny.byName(host, port) {
+	if c.deny.ByName(host, port) {
 		return false, refusal(DenyHostsKey)
 	}
 	if len(c.allow) == 0 {
 		return true, nil
 	}
-	return c.allow.byName(host, port), nil
+	return c.allow.ByName(host, port), nil
 }
 
 // checkAddr is the check of an address about to be dialed.
@@ -160,10 +81,10 @@ func (c *Hosts) checkAddr(a netip.Addr, port int, nameAllowed bool) error {
 		return nil
 	}
 	a = a.Unmap()
-	if c.deny.byAddr(a, port) {
+	if c.deny.ByAddr(a, port) {
 		return refusal(DenyHostsKey)
 	}
-	if len(c.allow) > 0 && !nameAllowed && !c.allow.byAddr(a, port) {
+	if len(c.allow) > 0 && !nameAllowed && !c.allow.ByAddr(a, port) {
 		return refusal(AllowHostsKey)
 	}
 	return nil

@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/objectstack-fleet/reconciler/drivers/connector"
+	"github.com/objectstack-fleet/reconciler/internal/proctest"
 	"github.com/objectstack-fleet/reconciler/reconcile"
 )
 
@@ -22,12 +23,7 @@ func TestHostPolicy(t *testing.T) {
 	allowed := newUpstream(t)
 	ou, _ := url.Parse(open.URL)
 	au, _ := url.Parse(allowed.URL)
-	closedLn, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	closedAddr := closedLn.Addr().String()
-	closedLn.Close()
+	closedAddr := proctest.FreeAddr(t)
 	_, closedPort, _ := net.SplitHostPort(closedAddr)
 	probe := "/auth/x?want=bearer"
 	materialize := func(p connector.HostPolicy, base string) (string, error) {

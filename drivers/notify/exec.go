@@ -12,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/objectstack-fleet/reconciler/internal/backoff"
 	"github.com/objectstack-fleet/reconciler/reconcile"
 )
 
@@ -67,7 +68,7 @@ func MinimalEnv() []string {
 type Exec struct {
 	opts ExecOptions
 	q    *queue
-	b    backoff
+	b    backoff.Policy
 	log  *slog.Logger
 }
 

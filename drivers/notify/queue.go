@@ -6,7 +6,7 @@ import (
 	"sync"
 	"time"
 
-	bo "github.com/objectstack-fleet/reconciler/internal/backoff"
+	"github.com/objectstack-fleet/reconciler/internal/backoff"
 	"github.com/objectstack-fleet/reconciler/reconcile"
 )
 
@@ -72,24 +72,22 @@ func merge(base *reconcile.ChangeSet, next reconcile.ChangeSet) *reconcile.Chang
 	return out
 }
 
-// backoff is the retry schedule shared by the targets: ±20% jitter, so
+// newBackoff is the retry schedule shared by the targets: ±20% jitter, so
 // that replicas whose target failed together do not retry together.
-type backoff = bo.Policy
-
-func newBackoff(lo, hi time.Duration) backoff {
+func newBackoff(lo, hi time.Duration) backoff.Policy {
 	if lo <= 0 {
 		lo = DefaultMinBackoff
 	}
 	if hi <= 0 {
 		hi = DefaultMaxBackoff
 	}
-	return bo.Policy{Base: lo, Max: hi, Jitter: 0.2}
+	return backoff.Policy{Base: lo, Max: hi, Jitter: 0.2}
 }
 
 // deliver is the sender loop: it takes the pending set, sends it until
 // send succeeds, merging what piles up between attempts, and returns when
 // ctx ends.
-func deliver(ctx context.Context, q *queue, b backoff, log *slog.Logger, target string,
+func deliver(ctx context.Context, q *queue, b backoff.Policy, log *slog.Logger, target string,
 	send func(context.Context, reconcile.ChangeSet) error, observe func(reconcile.ChangeSet, error)) error {
 	for {
 		select {
@@ -117,7 +115,7 @@ func deliver(ctx context.Context, q *queue, b backoff, log *slog.Logger, target 
 			delay := b.Delay(attempt)
 			log.WarnContext(ctx, "notify failed, will retry", slog.String("target", target), slog.Int("attempt", attempt),
 				slog.Duration("retry_in", delay), slog.String("error", err.Error()))
-			if !bo.Wait(ctx, delay) {
+			if !backoff.Wait(ctx, delay) {
 				return nil
 			}
 			if more, ok := q.take(); ok {

@@ -16,6 +16,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/objectstack-fleet/reconciler/internal/backoff"
 	"github.com/objectstack-fleet/reconciler/internal/redact"
 	"github.com/objectstack-fleet/reconciler/reconcile"
 )
@@ -63,7 +64,7 @@ type Webhook struct {
 	client *http.Client
 	own    *http.Transport
 	q      *queue
-	b      backoff
+	b      backoff.Policy
 	log    *slog.Logger
 }
 

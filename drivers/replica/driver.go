@@ -505,12 +505,7 @@ func (d *Driver) step(ctx context.Context, e *entry) {
 
 	d.mu.Lock()
 	settled := false
-	defer func() {
-		d.mu.Unlock()
-		if settled && d.opts.OnSettle != nil {
-			d.opts.OnSettle()
-		}
-	}()
+	defer d.unlockSettled(&settled)
 	e.running = false
 	if !out.messageAt.IsZero() {
 		e.lastMessage = out.messageAt
@@ -553,6 +548,15 @@ func (d *Driver) step(ctx context.Context, e *entry) {
 	d.countLocked()
 }
 
+// unlockSettled ends a step: it unlocks d, then (outside the lock) tells
+// OnSettle when the step settled its entry.
+func (d *Driver) unlockSettled(settled *bool) {
+	d.mu.Unlock()
+	if *settled && d.opts.OnSettle != nil {
+		d.opts.OnSettle()
+	}
+}
+
 // guardedNote is the replica state's error of a guarded entry that was
 // waiting on the replica.
 const guardedNote = "eviction guarded: its row is gone and the replica keeps serving it; nothing is published for it until a release (or its row comes back)"
@@ -568,12 +572,7 @@ func (d *Driver) keepGuarded(ctx context.Context, e *entry, p plan) {
 	now := time.Now()
 	d.mu.Lock()
 	settled := false
-	defer func() {
-		d.mu.Unlock()
-		if settled && d.opts.OnSettle != nil {
-			d.opts.OnSettle()
-		}
-	}()
+	defer d.unlockSettled(&settled)
 	e.running = false
 	if e.gen != p.gen || ctx.Err() != nil {
 		return

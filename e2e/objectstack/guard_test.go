@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/objectstack-fleet/reconciler/snapshot/snapshottest"
 )
 
 // guardOf reads a daemon's GET /v1/guard.
@@ -110,13 +112,13 @@ func TestGuardOnRealNodes(t *testing.T) {
 	waitServes(t, "serves 32 objects", nodes, objs, true, 3*time.Minute)
 
 	start := time.Now()
-	sqlExec(t, stack.DatabaseURL, `DELETE FROM sys_metadata WHERE name IN ('gobj00', 'gobj01')`)
+	snapshottest.Exec(t, stack.DatabaseURL, `DELETE FROM sys_metadata WHERE name IN ('gobj00', 'gobj01')`)
 	waitServes(t, "stopped serving gobj00 and gobj01", nodes, objs[:2], false, 3*time.Minute)
 	figures["delete 2 of 32: commit → both nodes stopped serving them"] = time.Since(start).Round(time.Millisecond).String()
 
 	rest := objs[2:]
 	start = time.Now()
-	sqlExec(t, stack.DatabaseURL, `DELETE FROM sys_metadata WHERE name LIKE 'gobj%'`)
+	snapshottest.Exec(t, stack.DatabaseURL, `DELETE FROM sys_metadata WHERE name LIKE 'gobj%'`)
 	for _, d := range daemons {
 		if err := poll(converge, 100*time.Millisecond, d.done, func() error {
 			if held, _ := guardOf(t, d); held != 30 {
@@ -172,7 +174,7 @@ func TestGuardOnRealNodes(t *testing.T) {
 	}
 	waitServes(t, "serves 12 new objects", nodes, more, true, 3*time.Minute)
 	start = time.Now()
-	sqlExec(t, stack.DatabaseURL, `TRUNCATE sys_metadata`)
+	snapshottest.Exec(t, stack.DatabaseURL, `TRUNCATE sys_metadata`)
 	for _, d := range daemons {
 		if err := poll(converge, 100*time.Millisecond, d.done, func() error {
 			if held, _ := guardOf(t, d); held < 12 {

@@ -13,12 +13,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5"
-
 	"github.com/objectstack-fleet/reconciler/drivers/replica"
 	"github.com/objectstack-fleet/reconciler/drivers/replica/replicatest"
 	"github.com/objectstack-fleet/reconciler/reconcile"
 	"github.com/objectstack-fleet/reconciler/registry"
+	"github.com/objectstack-fleet/reconciler/snapshot/snapshottest"
 )
 
 // converge bounds how long a change may take to reach both nodes: the
@@ -126,25 +125,11 @@ func (s *laneSidecar) waitState(t *testing.T, kind registry.Kind, key string, wa
 	return st
 }
 
-func sqlExec(t *testing.T, dbURL, q string, args ...any) {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	conn, err := pgx.Connect(ctx, dbURL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close(context.Background())
-	if _, err := conn.Exec(ctx, q, args...); err != nil {
-		t.Fatalf("%s: %v", q, err)
-	}
-}
-
 // insertObject writes an object row with plain SQL, as another writer of
 // the shared database would: no platform publish at all.
 func insertObject(t *testing.T, dbURL, name, body string) {
 	t.Helper()
-	sqlExec(t, dbURL, `INSERT INTO sys_metadata (id, name, type, metadata, state, version) VALUES ($1, $2, 'object', $3, 'active', 1)`,
+	snapshottest.Exec(t, dbURL, `INSERT INTO sys_metadata (id, name, type, metadata, state, version) VALUES ($1, $2, 'object', $3, 'active', 1)`,
 		"sql_"+name, name, body)
 }
 
@@ -279,7 +264,7 @@ func TestReplicaLanes(t *testing.T) {
 
 	t.Run("field added by SQL", func(t *testing.T) {
 		before := tap.fromSidecars(replica.ChannelMetadata, `"rt_task"`)
-		sqlExec(t, db, `UPDATE sys_metadata SET metadata = $1, version = version + 1 WHERE type = 'object' AND name = 'rt_task'`, TaskBodyV2)
+		snapshottest.Exec(t, db, `UPDATE sys_metadata SET metadata = $1, version = version + 1 WHERE type = 'object' AND name = 'rt_task'`, TaskBodyV2)
 		if servesField(t, b, "rt_task", "priority") {
 			t.Fatal("node b serves a field nobody announced")
 		}
@@ -292,7 +277,7 @@ func TestReplicaLanes(t *testing.T) {
 
 	t.Run("datasource deactivated and reactivated by SQL", func(t *testing.T) {
 		setActive := func(active bool) {
-			sqlExec(t, db, `UPDATE sys_metadata SET metadata = jsonb_set(metadata::jsonb, '{active}', to_jsonb($1::boolean))::text,
+			snapshottest.Exec(t, db, `UPDATE sys_metadata SET metadata = jsonb_set(metadata::jsonb, '{active}', to_jsonb($1::boolean))::text,
 				version = version + 1 WHERE type = 'datasource' AND name = $2`, active, app.Datasource)
 		}
 		setActive(false)
@@ -309,7 +294,7 @@ func TestReplicaLanes(t *testing.T) {
 
 	t.Run("object deleted by SQL", func(t *testing.T) {
 		before := tap.fromSidecars(replica.ChannelMetadata, `"rt_sql_note"`)
-		sqlExec(t, db, `DELETE FROM sys_metadata WHERE type = 'object' AND name = 'rt_sql_note'`)
+		snapshottest.Exec(t, db, `DELETE FROM sys_metadata WHERE type = 'object' AND name = 'rt_sql_note'`)
 		each(registry.KindEngine, "object/rt_sql_note", reconcile.ActionEvict)
 		d := waitBoth(t, "no longer serves rt_sql_note", nodes, func(n *Node) bool { return !served(t, n, "rt_sql_note") })
 		figures["object deleted: gone from both after"] = d.Round(time.Millisecond).String()
@@ -318,7 +303,7 @@ func TestReplicaLanes(t *testing.T) {
 
 	t.Run("permission set changed by SQL is stale on both", func(t *testing.T) {
 		changed := strings.Replace(PermissionBody, `"allowEdit":true`, `"allowEdit":false`, 1)
-		sqlExec(t, db, `UPDATE sys_metadata SET metadata = $1, version = version + 1 WHERE type = 'permission' AND name = 'rt_task_editor'`, changed)
+		snapshottest.Exec(t, db, `UPDATE sys_metadata SET metadata = $1, version = version + 1 WHERE type = 'permission' AND name = 'rt_task_editor'`, changed)
 		each(registry.KindEngine, "permission/rt_task_editor", reconcile.ActionRebuild)
 		for _, st := range waitEach(registry.KindEngine, "permission/rt_task_editor", registry.ReplicaStale) {
 			if st.Remedy != replica.RestartRemedy {

@@ -133,6 +133,8 @@ func TestValidation(t *testing.T) {
 		{name: "listen", file: "status:\n  listen: nowhere\n", key: "status.listen", want: "HOST:PORT"},
 		{name: "token env name", file: "status:\n  token_env: \"a b\"\n", key: "status.token_env", want: "not an environment variable name"},
 		{name: "webhook url", file: "notify:\n  webhook:\n    url: ftp://x\n", key: "notify.webhook.url", want: "http"},
+		{name: "deny host prefix", file: "connector:\n  deny_hosts: [\"10.0.0.0/33\"]\n", key: "connector.deny_hosts", want: `"10.0.0.0/33": not a CIDR prefix`},
+		{name: "allow host port", file: "connector:\n  allow_hosts: [\"api.example.com:0\"]\n", key: "connector.allow_hosts", want: `"api.example.com:0": bad port`},
 		{name: "hint bool", file: "hint:\n  listen: perhaps\n", key: "hint.listen", want: "true or false"},
 		{name: "section as value", file: "store:\n  url:\n    a: b\n", key: "store.url.a", want: "unknown key"},
 		{name: "flag bad duration", args: []string{"--apply.timeout=soon"}, key: "apply.timeout", want: "bad duration"},

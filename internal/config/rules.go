@@ -9,7 +9,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/objectstack-fleet/reconciler/drivers/connector"
+	"github.com/objectstack-fleet/reconciler/internal/hostrule"
 	"github.com/objectstack-fleet/reconciler/internal/storeurl"
 )
 
@@ -115,19 +115,14 @@ func checkSchedule(spec string) error {
 }
 
 // hostEntries checks a host policy list (connector.allow_hosts,
-// connector.deny_hosts) as the connector driver parses it.
-func hostEntries(key string) func([]string) error {
-	return func(entries []string) error {
-		p := connector.HostPolicy{Allow: entries}
-		if key == KeyDenyHosts {
-			p = connector.HostPolicy{Deny: entries}
+// connector.deny_hosts) as the connector driver reads it.
+func hostEntries(entries []string) error {
+	for _, e := range entries {
+		if _, err := hostrule.Parse(e); err != nil {
+			return fmt.Errorf("%q: %w", e, err)
 		}
-		if _, err := connector.ParseHostPolicy(p); err != nil {
-			_, msg, _ := strings.Cut(err.Error(), ": ") // the key is named by the caller
-			return errors.New(msg)
-		}
-		return nil
 	}
+	return nil
 }
 
 func optionalHTTPURL(s string) error {

@@ -41,8 +41,9 @@ type runner struct {
 // build makes every part of a prepared store's daemon from cfg. It starts
 // nothing: what can fail at startup (an empty variable, a bad key, an
 // unusable drift.dir, a busy listen address) fails here, and what it made
-// until then is released.
-func (d *Daemon) build(ctx context.Context, cfg *config.Config, store snapshot.Store) (_ *parts, err error) {
+// until then is released. loopStop is the loop's part of a stop
+// (reconcile.Options.Stop).
+func (d *Daemon) build(ctx context.Context, cfg *config.Config, store snapshot.Store, loopStop func() context.Context) (_ *parts, err error) {
 	log := d.log
 	token, err := d.envValue(config.KeyStatusTokenEnv, cfg.StatusTokenEnv)
 	if err != nil {
@@ -110,7 +111,7 @@ func (d *Daemon) build(ctx context.Context, cfg *config.Config, store snapshot.S
 		RevalidateInterval: resyncInterval(cfg.RevalidateInterval),
 		ApplyConcurrency:   cfg.ApplyConcurrency,
 		ApplyTimeout:       cfg.ApplyTimeout,
-		StopTimeout:        loopStopTimeout,
+		Stop:               loopStop,
 		Materializers:      mats,
 		Secrets:            secrets,
 		CodeObjects:        cfg.CodeObjects,

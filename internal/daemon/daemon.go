@@ -13,9 +13,9 @@ import (
 
 	"golang.org/x/sync/errgroup"
 
-	"github.com/objectstack-fleet/reconciler/internal/backoff"
 	"github.com/objectstack-fleet/reconciler/internal/config"
 	"github.com/objectstack-fleet/reconciler/internal/redact"
+	"github.com/objectstack-fleet/reconciler/internal/shutdown"
 	"github.com/objectstack-fleet/reconciler/reconcile"
 	"github.com/objectstack-fleet/reconciler/snapshot"
 	_ "github.com/objectstack-fleet/reconciler/snapshot/backends" // the stores store.url can name
@@ -50,13 +50,13 @@ type Daemon struct {
 	rec     atomic.Pointer[reconcile.Reconciler]
 	driftCh chan struct{}
 
-	// reloading serializes Reload; mu guards the fields below, which Run
+	// reloading serializes Reload; mu guards the fields below, which build
 	// sets while Reload may already be called (a SIGHUP during startup).
 	reloading sync.Mutex
 	mu        sync.Mutex
 	cfg       *config.Config
-	drift     *driftWriter   // nil until Run has built it
-	sched     *driftSchedule // nil until Run has built it
+	drift     *driftWriter   // nil until build has made it
+	sched     *driftSchedule // nil until build has made it
 }
 
 // New returns a Daemon. It does no I/O.
@@ -109,7 +109,7 @@ func (d *Daemon) Reload() {
 		d.log.Error("config reload rejected, keeping the previous configuration", slog.String("error", err.Error()))
 		return
 	}
-	// Run builds the drift writer and schedule from d.cfg under d.mu: they
+	// build makes the drift writer and schedule from d.cfg under d.mu: they
 	// either see next or are already there to be told about it.
 	d.mu.Lock()
 	prev := d.cfg
@@ -153,16 +153,32 @@ const startupTimeout = 20 * time.Second
 // StopTimeout bounds a stop: once Run's context ends, Run returns within
 // this long, whatever a materializer, an instance's Close, a notify target
 // or the store does. What overruns is abandoned (and counted by the loop).
-// The budget, in order: the loop's pass in flight and closing its
-// instances (loopStopTimeout), the other parts, the last heartbeat, and
-// closing the store (storeCloseReserve).
+// The budget is one context with a deadline (internal/shutdown), spent in
+// order: the loop (its pass in flight, closing its instances), the other
+// parts, the last heartbeat, closing the store; each phase ends what the
+// next one needs (below) before the next one's end.
 const StopTimeout = 4 * time.Second
 
+// What each phase of a stop after the loop needs of the budget.
 const (
-	loopStopTimeout   = 2500 * time.Millisecond
-	lastBeatReserve   = time.Second
-	storeCloseReserve = 250 * time.Millisecond
+	partsNeed      = 500 * time.Millisecond // the other parts stopping
+	lastBeatNeed   = 750 * time.Millisecond // the last heartbeat
+	storeCloseNeed = 250 * time.Millisecond // closing the store
 )
+
+// stopPhases are the contexts of a stop's phases.
+type stopPhases struct {
+	loop, parts, beat, store context.Context
+	cancel                   func()
+}
+
+func newStopPhases(stop context.Context) stopPhases {
+	beat, cancelBeat := shutdown.Leave(stop, storeCloseNeed)
+	parts, cancelParts := shutdown.Leave(beat, lastBeatNeed)
+	loop, cancelLoop := shutdown.Leave(parts, partsNeed)
+	return stopPhases{loop: loop, parts: parts, beat: beat, store: stop,
+		cancel: func() { cancelLoop(); cancelParts(); cancelBeat() }}
+}
 
 // Run prepares the store, starts every part and runs until ctx ends; then
 // the loop finishes or abandons its pass, closes every instance, the other
@@ -171,8 +187,10 @@ const (
 // during startup), and an error naming the cause when startup or a part
 // fails.
 func (d *Daemon) Run(ctx context.Context) error {
-	stop := newStopClock(ctx)
-	defer stop.release()
+	stop := shutdown.Watch(ctx, StopTimeout)
+	defer stop.Release()
+	phases := sync.OnceValue(func() stopPhases { return newStopPhases(stop.Context()) })
+	defer func() { phases().cancel() }()
 	d.mu.Lock()
 	cfg := d.cfg
 	d.mu.Unlock()
@@ -182,7 +200,7 @@ func (d *Daemon) Run(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("open store: %w", err)
 	}
-	defer func() { stop.within("closing the store", stop.deadline(), log, store.Close) }()
+	defer func() { within(phases().store, "closing the store", log, store.Close) }()
 	pctx, cancel := context.WithTimeout(ctx, startupTimeout)
 	if d.opts.Migrate {
 		err = CheckPlatform(pctx, store)
@@ -194,19 +212,19 @@ func (d *Daemon) Run(ctx context.Context) error {
 	if err != nil {
 		return d.startFailed(ctx, err)
 	}
-	p, err := d.build(ctx, cfg, store)
+	p, err := d.build(ctx, cfg, store, func() context.Context { return phases().loop })
 	if err != nil {
 		return err
 	}
 	if p.closeBus != nil {
 		defer p.closeBus()
 	}
-	return d.run(ctx, p, stop)
+	return d.run(ctx, p, phases)
 }
 
 // run starts the parts build made and runs the loop until ctx ends, then
 // stops them all within the stop bound and writes the last heartbeat.
-func (d *Daemon) run(ctx context.Context, p *parts, stop *stopClock) error {
+func (d *Daemon) run(ctx context.Context, p *parts, phases func() stopPhases) error {
 	log, cfg := d.log, p.cfg
 	// Everything that can fail at startup has succeeded: start the parts.
 	// They outlive the loop (which may finish its pass after ctx ends); the
@@ -249,13 +267,11 @@ func (d *Daemon) run(ctx context.Context, p *parts, stop *stopClock) error {
 	<-p.sched.stop().Done()
 	stopAux()
 	var partsErr error
-	if stop.within("stopping the parts", stop.deadline().Add(-lastBeatReserve), log, func() { partsErr = parts.Wait() }) && partsErr != nil {
+	if within(phases().parts, "stopping the parts", log, func() { partsErr = parts.Wait() }) && partsErr != nil {
 		errs = append(errs, partsErr)
 	}
 
-	hctx, cancel := context.WithDeadline(context.Background(), stop.deadline().Add(-storeCloseReserve))
-	defer cancel()
-	if err := p.hb.write(hctx, true); err != nil {
+	if err := p.hb.write(phases().beat, true); err != nil {
 		log.Error("last heartbeat not written", slog.String("error", err.Error()))
 	}
 	if err := errors.Join(errs...); err != nil {
@@ -276,45 +292,15 @@ func (d *Daemon) startFailed(ctx context.Context, err error) error {
 	return err
 }
 
-// stopClock knows when a stop must be done: StopTimeout after ctx ended,
-// or after the daemon began stopping by itself.
-type stopClock struct {
-	ended   atomic.Int64 // unix nanoseconds; 0 until the stop began
-	release func() bool
-}
-
-func newStopClock(ctx context.Context) *stopClock {
-	c := &stopClock{}
-	c.release = context.AfterFunc(ctx, c.mark)
-	return c
-}
-
-func (c *stopClock) mark() { c.ended.CompareAndSwap(0, time.Now().UnixNano()) }
-
-// deadline is when the stop must be done; asking starts the clock.
-func (c *stopClock) deadline() time.Time {
-	c.mark()
-	return time.Unix(0, c.ended.Load()).Add(StopTimeout)
-}
-
-// within runs f, waiting for it until deadline at the latest; then it is
+// within runs f, waiting for it until ctx ends at the latest; then it is
 // abandoned with a warning naming what, and goes on in the background.
 // It reports whether f returned (only then may its results be read).
-func (c *stopClock) within(what string, deadline time.Time, log *slog.Logger, f func()) bool {
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		f()
-	}()
-	t := time.NewTimer(max(time.Until(deadline), 0))
-	defer t.Stop()
-	select {
-	case <-done:
+func within(ctx context.Context, what string, log *slog.Logger, f func()) bool {
+	if shutdown.Within(ctx, f) {
 		return true
-	case <-t.C:
-		log.Warn("stop bound reached: not waiting any longer", slog.String("for", what))
-		return false
 	}
+	log.Warn("stop bound reached: not waiting any longer", slog.String("for", what))
+	return false
 }
 
 // envValue reads the variable named by key's value; a named variable that
@@ -337,114 +323,6 @@ func resyncInterval(d time.Duration) time.Duration {
 		return -1
 	}
 	return d
-}
-
-// PrepareStore checks that the store is reachable and its schema current:
-// a store that AutoMigrates (SQLite) is migrated, others only when migrate
-// is set. `reconciler migrate` and Run both use it; ctx bounds it.
-func PrepareStore(ctx context.Context, store snapshot.Store, migrate bool, log *slog.Logger) error {
-	if err := store.Ping(ctx); err != nil {
-		return fmt.Errorf("store unreachable: %w", err)
-	}
-	warnPlaintext(ctx, store, log)
-	if store.AutoMigrates() || migrate {
-		if err := store.Migrate(ctx); err != nil {
-			return fmt.Errorf("migrate store: %w", err)
-		}
-		log.DebugContext(ctx, "store schema is current", slog.String("store_kind", store.Kind()))
-		return checkStandby(ctx, store)
-	}
-	if err := store.CheckSchema(ctx); err != nil {
-		if errors.Is(err, snapshot.ErrSchema) {
-			return fmt.Errorf("%w (run `reconciler migrate`, or start with --migrate)", err)
-		}
-		return fmt.Errorf("check store schema: %w", err)
-	}
-	return checkStandby(ctx, store)
-}
-
-// warnPlaintext warns once when the store's connection to a server that
-// is not on this host is not encrypted (pgx's default sslmode=prefer
-// falls back to plaintext without a word): its password and every row
-// cross the network in clear.
-func warnPlaintext(ctx context.Context, store snapshot.Store, log *slog.Logger) {
-	e, ok := store.(interface {
-		Encrypted(context.Context) (enc, local bool, err error)
-	})
-	if !ok {
-		return
-	}
-	enc, local, err := e.Encrypted(ctx)
-	if err == nil && !enc && !local {
-		log.WarnContext(ctx, "the store connection is not encrypted: its password and rows cross the network in clear; set sslmode=verify-full in store.url")
-	}
-}
-
-// CheckPlatform refuses a PostgreSQL database that has tables of its own
-// but no sys_metadata (snapshot.ErrNotPlatform): migrating it would
-// create the platform's tables where no node looks. Other stores pass.
-func CheckPlatform(ctx context.Context, store snapshot.Store) error {
-	c, ok := store.(interface{ CheckPlatform(context.Context) error })
-	if !ok {
-		return nil
-	}
-	if err := store.Ping(ctx); err != nil {
-		return fmt.Errorf("store unreachable: %w", err)
-	}
-	return c.CheckPlatform(ctx)
-}
-
-// checkStandby refuses a store.read_url that is not a hot standby of
-// store.url (a primary, a standby of another cluster, another store).
-func checkStandby(ctx context.Context, store snapshot.Store) error {
-	c, ok := store.(interface{ CheckStandby(context.Context) error })
-	if !ok {
-		return nil
-	}
-	// A schema just migrated may not be replayed there yet: wait for it
-	// (within ctx, the startup bound).
-	for {
-		err := c.CheckStandby(ctx)
-		if err == nil {
-			return nil
-		}
-		if !errors.Is(err, snapshot.ErrSchema) || !backoff.Wait(ctx, 200*time.Millisecond) {
-			return fmt.Errorf("%s: %w", config.KeyStoreReadURL, err)
-		}
-	}
-}
-
-// startDrift builds the drift writer and schedule from the configuration
-// current now (a reload may have replaced the one Run started with) and
-// publishes them to Reload.
-func (d *Daemon) startDrift(rec *reconcile.Reconciler, store driftStore, replica string, metrics *reconcile.Metrics, ops *opsMetrics) (*driftWriter, *driftSchedule, error) {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	cfg := d.cfg
-	if err := makeDriftDir(cfg.DriftDir); err != nil {
-		return nil, nil, fmt.Errorf("%s: %w", config.KeyDriftDir, err)
-	}
-	sched, err := newDriftSchedule(cfg.DriftSchedule, d.DriftNow)
-	if err != nil {
-		return nil, nil, err
-	}
-	d.drift = &driftWriter{rec: rec, store: store, replica: replica, dir: cfg.DriftDir, metrics: metrics, ops: ops, log: d.log}
-	d.sched = sched
-	return d.drift, sched, nil
-}
-
-// runDrift writes a drift report for every request (schedule, SIGUSR2).
-func (d *Daemon) runDrift(ctx context.Context, drift *driftWriter) error {
-	for {
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-d.driftCh:
-			if _, err := drift.write(ctx); err != nil && ctx.Err() == nil {
-				d.log.ErrorContext(ctx, "drift report failed", slog.String("error", err.Error()))
-			}
-		}
-	}
 }
 
 // syncGCPercent is the GOGC of the first full sync: the loop's default,

@@ -4,9 +4,14 @@
 // heartbeats and drift reports, prunes the journal and listens for hints,
 // and shuts all of it down in order when its context ends.
 //
-// Everything that can fail at startup (store unreachable or unmigrated,
-// busy listen address, unwritable drift directory, missing token) fails
-// before any goroutine starts, so a failed start leaves nothing behind.
+// Run opens and prepares the store, build makes every other part whole
+// (each in the order its dependencies allow, nothing set on it afterwards)
+// and run starts them beside the loop and stops them. Everything that can
+// fail at startup (store unreachable or unmigrated, busy listen address,
+// unwritable drift directory, missing token) fails before any goroutine
+// starts, so a failed start leaves nothing behind. A new part is made in
+// build and added to its runners (and to the notify targets if the loop
+// tells it).
 //
 // It is the composition root, so it is internal: its options carry the
 // internal config type, and only cmd/reconciler (and deploy's tests, for

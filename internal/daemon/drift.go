@@ -231,3 +231,36 @@ func (s *driftSchedule) set(spec string) error {
 func (s *driftSchedule) start() { s.c.Start() }
 
 func (s *driftSchedule) stop() context.Context { return s.c.Stop() }
+
+// startDrift builds the drift writer and schedule from the configuration
+// current now (a reload may have replaced the one Run started with) and
+// publishes them to Reload.
+func (d *Daemon) startDrift(rec *reconcile.Reconciler, store driftStore, replica string, metrics *reconcile.Metrics, ops *opsMetrics) (*driftWriter, *driftSchedule, error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	cfg := d.cfg
+	if err := makeDriftDir(cfg.DriftDir); err != nil {
+		return nil, nil, fmt.Errorf("%s: %w", config.KeyDriftDir, err)
+	}
+	sched, err := newDriftSchedule(cfg.DriftSchedule, d.DriftNow)
+	if err != nil {
+		return nil, nil, err
+	}
+	d.drift = &driftWriter{rec: rec, store: store, replica: replica, dir: cfg.DriftDir, metrics: metrics, ops: ops, log: d.log}
+	d.sched = sched
+	return d.drift, sched, nil
+}
+
+// runDrift writes a drift report for every request (schedule, SIGUSR2).
+func (d *Daemon) runDrift(ctx context.Context, drift *driftWriter) error {
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-d.driftCh:
+			if _, err := drift.write(ctx); err != nil && ctx.Err() == nil {
+				d.log.ErrorContext(ctx, "drift report failed", slog.String("error", err.Error()))
+			}
+		}
+	}
+}

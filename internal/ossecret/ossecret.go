@@ -20,9 +20,6 @@ const (
 	// LocalPrefix starts the kms_key_id of a secret sealed with the local
 	// key.
 	LocalPrefix = "local:"
-	// RefPrefix starts a datasource's credentialsRef naming a sys_secret
-	// row by id ("sys_secret:<id>").
-	RefPrefix = "sys_secret:"
 
 	nonceSize = 12
 	tagSize   = 16
@@ -188,14 +185,4 @@ func Encrypt(k Key, namespace, key, plaintext string) (Sealed, error) {
 	blob := append(append(nonce, tag...), enc...)
 	s.Ciphertext = base64.StdEncoding.EncodeToString(blob)
 	return s, nil
-}
-
-// ParseRef returns the sys_secret id a credentialsRef names
-// ("sys_secret:<id>"), and whether it names one.
-func ParseRef(ref string) (string, bool) {
-	id, ok := strings.CutPrefix(ref, RefPrefix)
-	if !ok || id == "" {
-		return "", false
-	}
-	return id, true
 }

@@ -197,13 +197,3 @@ func TestKeyNeverPrints(t *testing.T) {
 		}
 	}
 }
-
-func TestParseRef(t *testing.T) {
-	t.Parallel()
-	for ref, want := range map[string]string{"sys_secret:sec_ab": "sec_ab", "sys_secret:": "", "conn:x": "", "": ""} {
-		id, ok := ParseRef(ref)
-		if id != want || ok != (want != "") {
-			t.Errorf("ParseRef(%q) = %q, %v", ref, id, ok)
-		}
-	}
-}

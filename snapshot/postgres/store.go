@@ -53,6 +53,10 @@ var (
 	_ snapshot.Hinter           = (*Store)(nil)
 	_ snapshot.Catalog          = (*Store)(nil)
 	_ snapshot.CredentialOwners = (*Store)(nil)
+
+	_ snapshot.StandbyChecker     = (*Store)(nil)
+	_ snapshot.PlatformChecker    = (*Store)(nil)
+	_ snapshot.EncryptionReporter = (*Store)(nil)
 )
 
 //go:embed migrations

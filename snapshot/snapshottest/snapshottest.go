@@ -90,20 +90,48 @@ func open(t testing.TB, url string) snapshot.Store {
 	return s
 }
 
-// Each runs f as a parallel subtest per store kind ("postgres", "sqlite"),
-// each with its own fresh, migrated store.
+// Backend is a store backend as the tests get stores of it: the fixture
+// that Each and the conformance suite (Run) use.
+type Backend struct {
+	// Kind is the backend's Store.Kind.
+	Kind string
+	// New returns an open store on a fresh, migrated database and its URL;
+	// the store is closed and the database dropped when the test ends.
+	New func(t testing.TB) (snapshot.Store, string)
+	// NewURL returns the URL of a fresh, migrated database.
+	NewURL func(t testing.TB) string
+	// EmptyURL returns the URL of a fresh database without the schema.
+	EmptyURL func(t testing.TB) string
+}
+
+// The backends' fixtures.
+var (
+	Postgres = Backend{Kind: "postgres", New: NewPostgres, NewURL: NewPostgresURL, EmptyURL: testdb.New}
+	SQLite   = Backend{Kind: "sqlite", New: NewSQLite, NewURL: NewSQLiteURL,
+		EmptyURL: func(t testing.TB) string { return "sqlite://" + filepath.Join(t.TempDir(), "empty.db") }}
+)
+
+// Backends are the backends Each runs f on: every backend snapshot/backends
+// links in.
+var Backends = []Backend{Postgres, SQLite}
+
+// Each runs f as a parallel subtest per backend (named by its kind), each
+// with its own fresh, migrated store.
 func Each(t *testing.T, f func(t *testing.T, s snapshot.Store, url string)) {
 	t.Helper()
-	t.Run("postgres", func(t *testing.T) {
-		t.Parallel()
-		s, url := NewPostgres(t)
-		f(t, s, url)
-	})
-	t.Run("sqlite", func(t *testing.T) {
-		t.Parallel()
-		s, url := NewSQLite(t)
-		f(t, s, url)
-	})
+	for _, b := range Backends {
+		t.Run(b.Kind, func(t *testing.T) {
+			t.Parallel()
+			b.each(t, f)
+		})
+	}
+}
+
+// each runs f on a fresh, migrated store of b.
+func (b Backend) each(t *testing.T, f func(t *testing.T, s snapshot.Store, url string)) {
+	t.Helper()
+	s, url := b.New(t)
+	f(t, s, url)
 }
 
 // Statements that write source rows the way the ObjectStack platform does

@@ -151,11 +151,7 @@ func nextLink(r *http.Request, last registry.Entry) string {
 // item serves GET /v1/item?kind=&key=: one entry explained, or without
 // kind every entry under key (an array).
 func (h *Handler) item(w http.ResponseWriter, r *http.Request) {
-	if h.o.Control == nil {
-		writeError(w, http.StatusNotFound, "explaining entries is not enabled")
-		return
-	}
-	kind, key, ok := h.itemAddress(w, r)
+	kind, key, ok := h.itemAddress(w, r, "explaining")
 	if !ok {
 		return
 	}
@@ -189,8 +185,14 @@ func (h *Handler) itemBody(x reconcile.Explanation) ItemBody {
 }
 
 // itemAddress reads kind (optional) and key of /v1/item and
-// /v1/item/retry, answering 400 itself when they are wrong.
-func (h *Handler) itemAddress(w http.ResponseWriter, r *http.Request) (registry.Kind, string, bool) {
+// /v1/item/retry, answering 400 itself when they are wrong, and 404 when
+// the daemon has no control of entries (doing names the request in it:
+// "explaining").
+func (h *Handler) itemAddress(w http.ResponseWriter, r *http.Request, doing string) (registry.Kind, string, bool) {
+	if h.o.Control == nil {
+		writeError(w, http.StatusNotFound, doing+" entries is not enabled")
+		return "", "", false
+	}
 	q, err := url.ParseQuery(r.URL.RawQuery)
 	if err != nil {
 		writeError(w, http.StatusBadRequest, "malformed query string")
@@ -220,11 +222,7 @@ func (h *Handler) itemAddress(w http.ResponseWriter, r *http.Request) (registry.
 // under key) and ?held=true (every held entry): the loop materializes them
 // in its next pass; the answer waits for it (at most retryWait).
 func (h *Handler) retry(w http.ResponseWriter, r *http.Request) {
-	if h.o.Control == nil {
-		writeError(w, http.StatusNotFound, "retrying entries is not enabled")
-		return
-	}
-	kind, key, ok := h.itemAddress(w, r)
+	kind, key, ok := h.itemAddress(w, r, "retrying")
 	if !ok {
 		return
 	}

@@ -52,11 +52,7 @@ type itemPageData struct {
 
 // itemPage serves GET /item?kind=&key=: the entry explained, for people.
 func (h *Handler) itemPage(w http.ResponseWriter, r *http.Request) {
-	if h.o.Control == nil {
-		writeError(w, http.StatusNotFound, "explaining entries is not enabled")
-		return
-	}
-	kind, key, ok := h.itemAddress(w, r)
+	kind, key, ok := h.itemAddress(w, r, "explaining")
 	if !ok {
 		return
 	}

@@ -407,16 +407,22 @@ type Server struct {
 // token.
 var ErrNoToken = errors.New("a non-loopback address needs a token (status.token_env)")
 
+// TokenRequirer is a handler that may require a bearer token (Handler is
+// one): Listen serves it on a non-loopback address only if it does.
+type TokenRequirer interface {
+	RequiresToken() bool
+}
+
 // Listen binds addr now, so that a busy or bad address fails startup
 // before anything else has started. It refuses a non-loopback addr unless
-// h is a *Handler that requires a token. h learns addr's host, which it
+// h is a TokenRequirer that requires a token. h learns addr's host, which it
 // accepts as a request's Host besides loopback names.
 func Listen(addr string, h http.Handler) (*Server, error) {
 	host, _, err := net.SplitHostPort(addr)
 	if err != nil {
 		return nil, fmt.Errorf("listen on %s: %w", addr, err)
 	}
-	if th, ok := h.(interface{ RequiresToken() bool }); !config.LoopbackHost(host) && (!ok || !th.RequiresToken()) {
+	if th, ok := h.(TokenRequirer); !config.LoopbackHost(host) && (!ok || !th.RequiresToken()) {
 		return nil, fmt.Errorf("listen on %s: %w", addr, ErrNoToken)
 	}
 	ln, err := net.Listen("tcp", addr)

@@ -1,4 +1,4 @@
-package snapshot_test
+package postgres_test
 
 import (
 	"testing"
@@ -16,12 +16,12 @@ func TestStallNamesWriterAfterMinAge(t *testing.T) {
 	t.Parallel()
 	s, c, rollback := openWriter(t)
 	defer rollback()
-	st, err := s.Stall(ctxT(t), c, stallMinAge)
+	st, err := s.Stall(snapshottest.Ctx(t), c, stallMinAge)
 	if err != nil || len(st.Blockers) != 0 {
 		t.Fatalf("first check = %+v, %v; want no blocker named yet", st, err)
 	}
 	waitNamed(t, func() snapshot.Stall {
-		st, err := s.Stall(ctxT(t), c, stallMinAge)
+		st, err := s.Stall(snapshottest.Ctx(t), c, stallMinAge)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -36,8 +36,8 @@ func TestStallAfterPollNamesWriter(t *testing.T) {
 	s, c, rollback := openWriter(t)
 	defer rollback()
 	waitNamed(t, func() snapshot.Stall {
-		_, c = poll(t, s, c)
-		st, err := s.Stall(ctxT(t), c, stallMinAge)
+		_, c = snapshottest.Poll(t, s, c)
+		st, err := s.Stall(snapshottest.Ctx(t), c, stallMinAge)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -54,14 +54,14 @@ const stallMinAge = 100 * time.Millisecond
 func openWriter(t *testing.T) (snapshot.Store, snapshot.Cursor, func()) {
 	t.Helper()
 	s, url := snapshottest.NewPostgres(t)
-	ctx := ctxT(t)
-	_, c := relist(t, s)
+	ctx := snapshottest.Ctx(t)
+	_, c := snapshottest.Relist(t, s)
 	tx := snapshottest.Connect(t, url)
 	if err := tx.Begin(ctx); err != nil {
 		t.Fatal(err)
 	}
-	tx.Exec(t, insMeta, "held")
-	snapshottest.Exec(t, url, insMeta, "after")
+	tx.Exec(t, snapshottest.InsertMetadata, "held")
+	snapshottest.Exec(t, url, snapshottest.InsertMetadata, "after")
 	return s, c, func() { _ = tx.Rollback(ctx) }
 }
 

@@ -1,6 +1,6 @@
 //go:build race
 
-package snapshot_test
+package snapshottest
 
 // raceEnabled: the race detector slows the transpiled SQLite engine about
 // a hundredfold, so load tests shrink their workload under it.

@@ -1,4 +1,4 @@
-package snapshot_test
+package snapshottest
 
 import (
 	"context"
@@ -6,15 +6,15 @@ import (
 	"testing"
 
 	"github.com/objectstack-fleet/reconciler/snapshot"
-	"github.com/objectstack-fleet/reconciler/snapshot/snapshottest"
 )
 
-// TestBodiesAboveTheCapAreNotRead: with OpenOptions.MaxBodyBytes a body
+// testBodiesAboveTheCapAreNotRead: with OpenOptions.MaxBodyBytes a body
 // longer than the cap is neither sent nor read, on a relist and on a read
 // of changed rows; only its length in bytes comes back (the loop holds it
 // naming the cap), and every other row reads as usual.
-func TestBodiesAboveTheCapAreNotRead(t *testing.T) {
-	snapshottest.Each(t, func(t *testing.T, _ snapshot.Store, url string) {
+func testBodiesAboveTheCapAreNotRead(t *testing.T, bk Backend) {
+	t.Parallel()
+	bk.each(t, func(t *testing.T, _ snapshot.Store, url string) {
 		ctx := context.Background()
 		capped, err := snapshot.Open(url, snapshot.OpenOptions{MaxBodyBytes: 1024})
 		if err != nil {
@@ -23,8 +23,8 @@ func TestBodiesAboveTheCapAreNotRead(t *testing.T) {
 		t.Cleanup(capped.Close)
 		big := `{"fields":{"x":{"type":"text","label":"` + strings.Repeat("é", 1000) + `"}}}` // 2,000 bytes of é
 		small := `{"fields":{"x":{"type":"text"}}}`
-		snapshottest.Exec(t, url, snapshottest.UpsertMetadata, "big", "object", "big", nil, nil, "active", big, nil)
-		snapshottest.Exec(t, url, snapshottest.UpsertMetadata, "small", "object", "small", nil, nil, "active", small, nil)
+		Exec(t, url, UpsertMetadata, "big", "object", "big", nil, nil, "active", big, nil)
+		Exec(t, url, UpsertMetadata, "small", "object", "small", nil, nil, "active", small, nil)
 
 		check := func(how string, rows snapshot.Rows) {
 			t.Helper()
@@ -68,13 +68,14 @@ func TestBodiesAboveTheCapAreNotRead(t *testing.T) {
 	})
 }
 
-// TestBodiesPastTheTotalAreWithheld: with OpenOptions.MaxTotalBytes a
+// testBodiesPastTheTotalAreWithheld: with OpenOptions.MaxTotalBytes a
 // relist, a streamed relist and a read send bodies in id order while their
 // sum stays within it; the later bodies (within the per-row cap) come back
 // withheld with their length negated, to be read again; a body above the
 // per-row cap counts for nothing and keeps its positive length.
-func TestBodiesPastTheTotalAreWithheld(t *testing.T) {
-	snapshottest.Each(t, func(t *testing.T, _ snapshot.Store, url string) {
+func testBodiesPastTheTotalAreWithheld(t *testing.T, bk Backend) {
+	t.Parallel()
+	bk.each(t, func(t *testing.T, _ snapshot.Store, url string) {
 		ctx := context.Background()
 		s, err := snapshot.Open(url, snapshot.OpenOptions{MaxBodyBytes: 1024, MaxTotalBytes: 1000})
 		if err != nil {
@@ -83,9 +84,9 @@ func TestBodiesPastTheTotalAreWithheld(t *testing.T) {
 		t.Cleanup(s.Close)
 		body := `{"fields":{},"d":"` + strings.Repeat("x", 380) + `"}` // 400 bytes
 		for _, id := range []string{"a", "b", "c", "d"} {
-			snapshottest.Exec(t, url, snapshottest.UpsertMetadata, id, "object", id, nil, nil, "active", body, nil)
+			Exec(t, url, UpsertMetadata, id, "object", id, nil, nil, "active", body, nil)
 		}
-		snapshottest.Exec(t, url, snapshottest.UpsertMetadata, "aa", "object", "aa", nil, nil, "active", `{"x":"`+strings.Repeat("y", 2000)+`"}`, nil)
+		Exec(t, url, UpsertMetadata, "aa", "object", "aa", nil, nil, "active", `{"x":"`+strings.Repeat("y", 2000)+`"}`, nil)
 		check := func(how string, rows snapshot.Rows) {
 			t.Helper()
 			got := map[string]snapshot.MetadataRow{}

@@ -1,22 +1,20 @@
-package snapshot_test
+package snapshottest
 
 import (
-	"context"
 	"slices"
 	"testing"
 
 	"github.com/objectstack-fleet/reconciler/snapshot"
-	"github.com/objectstack-fleet/reconciler/snapshot/snapshottest"
 )
 
-// TestCatalog: the columns of a table the platform would create, none for
+// testCatalog: the columns of a table the platform would create, none for
 // an absent one; the rows of one type and name in every scope.
-func TestCatalog(t *testing.T) {
+func testCatalog(t *testing.T, bk Backend) {
 	t.Parallel()
-	snapshottest.Each(t, func(t *testing.T, s snapshot.Store, url string) {
-		ctx := ctxT(t)
+	bk.each(t, func(t *testing.T, s snapshot.Store, url string) {
+		ctx := Ctx(t)
 		cat := s.(snapshot.Catalog)
-		snapshottest.Exec(t, url, `CREATE TABLE rt_task (id varchar(255) PRIMARY KEY, created_at text, updated_at text, title text)`)
+		Exec(t, url, `CREATE TABLE rt_task (id varchar(255) PRIMARY KEY, created_at text, updated_at text, title text)`)
 		cols, ok, err := cat.Columns(ctx, "rt_task")
 		if err != nil || !ok || !slices.Equal(cols, []string{"id", "created_at", "updated_at", "title"}) {
 			t.Fatalf("columns of rt_task: %v %v %v", cols, ok, err)
@@ -30,7 +28,7 @@ func TestCatalog(t *testing.T) {
 				t.Fatalf("columns of absent %q: %v %v %v", name, cols, ok, err)
 			}
 		}
-		snapshottest.Exec(t, url, `INSERT INTO sys_metadata (id, type, name, organization_id, state, metadata) VALUES
+		Exec(t, url, `INSERT INTO sys_metadata (id, type, name, organization_id, state, metadata) VALUES
   ('o1', 'object', 'rt_task', NULL, 'active', '{"name":"rt_task"}'),
   ('o2', 'object', 'rt_task', 'org-1', 'draft', '{"name":"rt_task","label":"x"}'),
   ('o3', 'object', 'rt_other', NULL, 'active', '{}'),
@@ -41,29 +39,4 @@ func TestCatalog(t *testing.T) {
 			t.Fatalf("rows of object/rt_task: %+v %v", rows, err)
 		}
 	})
-}
-
-// BenchmarkColumns: one servability check's catalog read (an object's
-// table and columns).
-func BenchmarkColumns(b *testing.B) {
-	for _, kind := range []string{"postgres", "sqlite"} {
-		b.Run(kind, func(b *testing.B) {
-			var s snapshot.Store
-			var url string
-			if kind == "postgres" {
-				s, url = snapshottest.NewPostgres(b)
-			} else {
-				s, url = snapshottest.NewSQLite(b)
-			}
-			snapshottest.Exec(b, url, `CREATE TABLE rt_task (id varchar(255) PRIMARY KEY, created_at text, updated_at text, title text, owner text)`)
-			cat := s.(snapshot.Catalog)
-			ctx := context.Background()
-			b.ResetTimer()
-			for range b.N {
-				if _, ok, err := cat.Columns(ctx, "rt_task"); err != nil || !ok {
-					b.Fatal(err)
-				}
-			}
-		})
-	}
 }

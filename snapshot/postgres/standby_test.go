@@ -1,4 +1,4 @@
-package snapshot_test
+package postgres_test
 
 import (
 	"context"
@@ -69,7 +69,7 @@ func (r *standbyRig) pollUntil(t *testing.T, keys ...string) {
 	t.Helper()
 	deadline := time.Now().Add(30 * time.Second)
 	for {
-		addrs, next, err := r.store.Poll(ctxT(t), r.cur)
+		addrs, next, err := r.store.Poll(snapshottest.Ctx(t), r.cur)
 		if err == nil {
 			r.advance(t, next)
 			for _, a := range addrs {
@@ -99,8 +99,8 @@ func (r *standbyRig) pollUntil(t *testing.T, keys ...string) {
 // promotion: every change arrives, the cursor never moves backwards.
 func TestStandbyReadURL(t *testing.T) {
 	r := newStandbyRig(t)
-	ctx := ctxT(t)
-	pc := r.store.(interface{ CheckStandby(context.Context) error })
+	ctx := snapshottest.Ctx(t)
+	pc := r.store.(snapshot.StandbyChecker)
 	if err := pc.CheckStandby(ctx); err != nil {
 		t.Fatalf("CheckStandby on a real standby: %v", err)
 	}
@@ -195,7 +195,7 @@ func TestStandbyReadURL(t *testing.T) {
 // refused, saying what it is instead.
 func TestStandbyRefused(t *testing.T) {
 	r := newStandbyRig(t)
-	ctx := ctxT(t)
+	ctx := snapshottest.Ctx(t)
 	other := testdb.NewCluster(t)
 	otherStandby := other.NewStandby(t)
 
@@ -227,7 +227,7 @@ func TestStandbyRefused(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer s.Close()
-			check := s.(interface{ CheckStandby(context.Context) error })
+			check := s.(snapshot.StandbyChecker)
 			deadline := time.Now().Add(30 * time.Second)
 			for {
 				err = check.CheckStandby(ctx)
@@ -311,7 +311,7 @@ func (p *switchProxy) switchTo(target string) {
 // to go back, and once it replays every change arrives.
 func TestStandbyBehindCursor(t *testing.T) {
 	r := newStandbyRig(t)
-	ctx := ctxT(t)
+	ctx := snapshottest.Ctx(t)
 	second := r.primary.NewStandby(t)
 	hostport := func(u string) string { return strings.Split(strings.Split(u, "@")[1], "/")[0] }
 	proxy := newSwitchProxy(t, hostport(r.readURL))

@@ -1,22 +1,19 @@
-package snapshot_test
+package snapshottest
 
 import (
-	"strings"
 	"sync"
 	"testing"
 
 	"github.com/objectstack-fleet/reconciler/snapshot"
-	"github.com/objectstack-fleet/reconciler/snapshot/postgres"
-	"github.com/objectstack-fleet/reconciler/snapshot/snapshottest"
 )
 
-// TestCredentialOwners: a ref's first binding wins (also between
+// testCredentialOwners: a ref's first binding wins (also between
 // concurrent binders), an unbind by another organization leaves it, and
 // an unbind by its owner frees it for the next binder.
-func TestCredentialOwners(t *testing.T) {
+func testCredentialOwners(t *testing.T, bk Backend) {
 	t.Parallel()
-	snapshottest.Each(t, func(t *testing.T, s snapshot.Store, url string) {
-		ctx := ctxT(t)
+	bk.each(t, func(t *testing.T, s snapshot.Store, url string) {
+		ctx := Ctx(t)
 		if got, err := s.BindCredential(ctx, "crm-token", "acme"); err != nil || got != "acme" {
 			t.Fatalf("first bind = %q, %v", got, err)
 		}
@@ -56,17 +53,17 @@ func TestCredentialOwners(t *testing.T) {
 	})
 }
 
-// TestBadHeartbeatRowKeepsTheFleet: a heartbeat row whose counts hold a
+// testBadHeartbeatRowKeepsTheFleet: a heartbeat row whose counts hold a
 // member that is not an integer (anyone who can write the table can write
 // one) is listed with its valid counts; the fleet's listing never fails.
-func TestBadHeartbeatRowKeepsTheFleet(t *testing.T) {
+func testBadHeartbeatRowKeepsTheFleet(t *testing.T, bk Backend) {
 	t.Parallel()
-	snapshottest.Each(t, func(t *testing.T, s snapshot.Store, url string) {
-		ctx := ctxT(t)
+	bk.each(t, func(t *testing.T, s snapshot.Store, url string) {
+		ctx := Ctx(t)
 		if _, err := s.Heartbeat(ctx, snapshot.Replica{ReplicaID: "good", Counts: map[string]int64{"engine/ready": 3}}); err != nil {
 			t.Fatal(err)
 		}
-		snapshottest.Exec(t, url, `INSERT INTO sys_reconciler_replica (replica_id, counts) VALUES ('bad', '{"engine/held": 99999999999, "x": "str", "y": [1]}')`)
+		Exec(t, url, `INSERT INTO sys_reconciler_replica (replica_id, counts) VALUES ('bad', '{"engine/held": 99999999999, "x": "str", "y": [1]}')`)
 		got, err := s.Replicas(ctx)
 		if err != nil || len(got) != 2 {
 			t.Fatalf("replicas = %+v, %v", got, err)
@@ -75,24 +72,4 @@ func TestBadHeartbeatRowKeepsTheFleet(t *testing.T) {
 			t.Fatalf("replicas = %+v", got)
 		}
 	})
-}
-
-// TestEncrypted: a connection with sslmode=disable to the test server on
-// this host reads plaintext and local.
-func TestEncrypted(t *testing.T) {
-	t.Parallel()
-	url := snapshottest.NewPostgresURL(t)
-	sep := "?"
-	if strings.Contains(url, "?") {
-		sep = "&"
-	}
-	s, err := snapshot.Open(url+sep+"sslmode=disable", snapshot.OpenOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
-	enc, local, err := s.(*postgres.Store).Encrypted(ctxT(t))
-	if err != nil || enc || !local {
-		t.Fatalf("Encrypted = %v, %v, %v; want plaintext on this host", enc, local, err)
-	}
 }

@@ -1,4 +1,4 @@
-package snapshot_test
+package snapshottest
 
 import (
 	"errors"
@@ -7,16 +7,15 @@ import (
 	"time"
 
 	"github.com/objectstack-fleet/reconciler/snapshot"
-	"github.com/objectstack-fleet/reconciler/snapshot/snapshottest"
 )
 
-// TestLease is the lease's contract on both stores: one holder at a time,
+// testLease is the lease's contract on both stores: one holder at a time,
 // renewals and releases only with the holder's token, and a dead holder's
 // lease taken over once it expires.
-func TestLease(t *testing.T) {
+func testLease(t *testing.T, bk Backend) {
 	t.Parallel()
-	snapshottest.Each(t, func(t *testing.T, s snapshot.Store, _ string) {
-		ctx := ctxT(t)
+	bk.each(t, func(t *testing.T, s snapshot.Store, _ string) {
+		ctx := Ctx(t)
 		if _, ok, now, err := s.ReadLease(ctx, "repair"); err != nil || ok || now.IsZero() {
 			t.Fatalf("read a lease never taken: ok %v now %v err %v", ok, now, err)
 		}

@@ -1,8 +1,7 @@
-package snapshot_test
+package postgres_test
 
 import (
 	"context"
-	"database/sql"
 	"net/url"
 	"os"
 	"slices"
@@ -14,7 +13,6 @@ import (
 	"github.com/objectstack-fleet/reconciler/internal/testdb"
 	"github.com/objectstack-fleet/reconciler/snapshot"
 	"github.com/objectstack-fleet/reconciler/snapshot/snapshottest"
-	"github.com/objectstack-fleet/reconciler/snapshot/sqlite"
 )
 
 // platformDump is the schema dump (pg_dump --schema-only) of a database
@@ -37,14 +35,14 @@ func loadPlatformDump(t *testing.T, dbURL string) {
 		}
 		keep = append(keep, line)
 	}
-	if err := testdb.Exec(ctxT(t), dbURL, strings.Join(keep, "\n")); err != nil {
+	if err := testdb.Exec(snapshottest.Ctx(t), dbURL, strings.Join(keep, "\n")); err != nil {
 		t.Fatalf("load %s: %v", platformDump, err)
 	}
 }
 
 func pgConnect(t *testing.T, dbURL string) *pgx.Conn {
 	t.Helper()
-	conn, err := pgx.Connect(ctxT(t), dbURL)
+	conn, err := pgx.Connect(snapshottest.Ctx(t), dbURL)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -54,7 +52,7 @@ func pgConnect(t *testing.T, dbURL string) *pgx.Conn {
 
 func queryLines(t *testing.T, conn *pgx.Conn, query string, args ...any) []string {
 	t.Helper()
-	rows, err := conn.Query(ctxT(t), query, args...)
+	rows, err := conn.Query(snapshottest.Ctx(t), query, args...)
 	if err != nil {
 		t.Fatalf("%s: %v", query, err)
 	}
@@ -125,22 +123,6 @@ JOIN pg_class c ON c.oid = tg.tgrelid
 WHERE NOT tg.tgisinternal AND c.relnamespace = 'public'::regnamespace ORDER BY 1`)
 }
 
-func diffLines(a, b string) string {
-	al, bl := strings.Split(a, "\n"), strings.Split(b, "\n")
-	var out []string
-	for _, l := range al {
-		if !slices.Contains(bl, l) {
-			out = append(out, "- "+l)
-		}
-	}
-	for _, l := range bl {
-		if !slices.Contains(al, l) {
-			out = append(out, "+ "+l)
-		}
-	}
-	return strings.Join(out, "\n")
-}
-
 // TestAdoptPlatformDatabase: migrate on a database that a real node
 // created and wrote to leaves every platform table exactly as it was,
 // adds only triggers on the source tables, gives the existing rows
@@ -148,7 +130,7 @@ func diffLines(a, b string) string {
 // search_path the node's connections use.
 func TestAdoptPlatformDatabase(t *testing.T) {
 	t.Parallel()
-	ctx := ctxT(t)
+	ctx := snapshottest.Ctx(t)
 	dbURL := testdb.New(t)
 	loadPlatformDump(t, dbURL)
 	admin := pgConnect(t, dbURL)
@@ -193,7 +175,7 @@ VALUES ('sec_9f8e', 'datasource', 'warehouse', 'local:v1', 'aes-256-gcm', 1, 'dj
 		}
 	}
 	if after := catalog(t, admin, tables); after != before {
-		t.Fatalf("migrate changed the platform's tables:\n%s", diffLines(before, after))
+		t.Fatalf("migrate changed the platform's tables:\n%s", snapshottest.DiffLines(before, after))
 	}
 	wantTriggers := []string{
 		"sys_connector_credential sys_reconcile_journal", "sys_connector_credential sys_reconcile_stamp",
@@ -212,7 +194,7 @@ VALUES ('sec_9f8e', 'datasource', 'warehouse', 'local:v1', 'aes-256-gcm', 1, 'dj
 	}
 
 	// The rows written before migrate have revisions.
-	rows, c := relist(t, s)
+	rows, c := snapshottest.Relist(t, s)
 	var ids []string
 	for _, m := range rows.Metadata {
 		ids = append(ids, m.ID)
@@ -244,14 +226,14 @@ VALUES ('v_my_accounts', 'my_accounts', 'view', '{"object":"account"}', 'active'
 			t.Fatalf("the node's write %s: %v", q, err)
 		}
 	}
-	got, _ := poll(t, s, c)
-	wantAddrs(t, got, "sys_metadata/v_my_accounts", "sys_metadata/Xk2_mP9qLr4vTn8wYz1aB", "sys_metadata/v_all_accounts", "sys_secret/sec_9f8e")
+	got, _ := snapshottest.Poll(t, s, c)
+	snapshottest.WantAddrs(t, got, "sys_metadata/v_my_accounts", "sys_metadata/Xk2_mP9qLr4vTn8wYz1aB", "sys_metadata/v_all_accounts", "sys_secret/sec_9f8e")
 	read, err := s.Read(ctx, got)
 	if err != nil {
 		t.Fatal(err)
 	}
-	old := revisions(rows)
-	for k, rev := range revisions(read) {
+	old := snapshottest.Revisions(rows)
+	for k, rev := range snapshottest.Revisions(read) {
 		if rev <= old[k] || rev <= 0 {
 			t.Errorf("%s: revision %d after the node's write, was %d", k, rev, old[k])
 		}
@@ -260,7 +242,7 @@ VALUES ('v_my_accounts', 'my_accounts', 'view', '{"object":"account"}', 'active'
 		t.Fatalf("read after the node's writes: %+v", read)
 	}
 	if after := catalog(t, admin, tables); after != before {
-		t.Fatalf("the platform's tables changed:\n%s", diffLines(before, after))
+		t.Fatalf("the platform's tables changed:\n%s", snapshottest.DiffLines(before, after))
 	}
 }
 
@@ -269,7 +251,7 @@ VALUES ('v_my_accounts', 'my_accounts', 'view', '{"object":"account"}', 'active'
 // their schema. The role is dropped when the test ends.
 func platformRole(t *testing.T, dbURL string) *pgx.Conn {
 	t.Helper()
-	ctx := ctxT(t)
+	ctx := snapshottest.Ctx(t)
 	u, err := url.Parse(dbURL)
 	if err != nil {
 		t.Fatal(err)
@@ -305,7 +287,7 @@ func platformRole(t *testing.T, dbURL string) *pgx.Conn {
 // sys_metadata and sys_secret exactly as a real node does.
 func TestMigrateCreatesPlatformShape(t *testing.T) {
 	t.Parallel()
-	ctx := ctxT(t)
+	ctx := snapshottest.Ctx(t)
 	nodeURL := testdb.New(t)
 	loadPlatformDump(t, nodeURL)
 	ours := testdb.New(t)
@@ -320,76 +302,6 @@ func TestMigrateCreatesPlatformShape(t *testing.T) {
 	tables := []string{"sys_metadata", "sys_secret"}
 	want, got := catalog(t, pgConnect(t, nodeURL), tables), catalog(t, pgConnect(t, ours), tables)
 	if got != want {
-		t.Fatalf("migrate's platform tables differ from the node's:\n%s", diffLines(want, got))
+		t.Fatalf("migrate's platform tables differ from the node's:\n%s", snapshottest.DiffLines(want, got))
 	}
-}
-
-// TestAdoptSQLite: the same on SQLite: tables that exist before migrate
-// (here in the platform's shape, from the files Migrate would use) keep
-// their definition and indexes, their rows get revisions, and later writes
-// are journaled.
-func TestAdoptSQLite(t *testing.T) {
-	t.Parallel()
-	ctx := ctxT(t)
-	dbURL := "sqlite://" + t.TempDir() + "/adopt.db"
-	db := snapshottest.Connect(t, dbURL)
-	for _, f := range []string{"sqlite/migrations/tables/sys_metadata.sql", "sqlite/migrations/tables/sys_secret.sql"} {
-		ddl, err := os.ReadFile(f)
-		if err != nil {
-			t.Fatal(err)
-		}
-		db.Exec(t, string(ddl))
-	}
-	db.Exec(t, snapshottest.UpsertMetadata, "o1", "object", "account", nil, nil, "active", `{"fields":{}}`, nil)
-	db.Exec(t, snapshottest.UpsertMetadata, "d1", "object", "account", nil, nil, "draft", `{"fields":{}}`, nil)
-	db.Exec(t, snapshottest.UpsertSecret, "sec_1", "datasource", "wh", "djE6eA")
-	const defs = `SELECT count(*) FROM sqlite_master WHERE tbl_name IN ('sys_metadata', 'sys_secret') AND type IN ('table', 'index')`
-	const text = `SELECT group_concat(type || ' ' || name || ' ' || coalesce(sql, ''), char(10)) FROM
-  (SELECT * FROM sqlite_master WHERE tbl_name IN ('sys_metadata', 'sys_secret') AND type IN ('table', 'index') ORDER BY name)`
-	nBefore := db.Int(t, defs)
-	before := sqliteText(t, dbURL, text)
-
-	s, err := snapshot.Open(dbURL, snapshot.OpenOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(s.Close)
-	for range 2 {
-		if err := s.Migrate(ctx); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := s.CheckSchema(ctx); err != nil {
-		t.Fatal(err)
-	}
-	if n, after := db.Int(t, defs), sqliteText(t, dbURL, text); n != nBefore || after != before {
-		t.Fatalf("migrate changed the adopted tables:\n%s", diffLines(before, after))
-	}
-	rows, c := relist(t, s)
-	if len(rows.Metadata) != 1 || rows.Metadata[0].ID != "o1" || rows.Metadata[0].Revision <= 0 ||
-		len(rows.Secrets) != 1 || rows.Secrets[0].Revision <= 0 {
-		t.Fatalf("relist after adoption: %+v", rows)
-	}
-	db.Exec(t, snapshottest.UpsertMetadata, "d1", "object", "account", nil, nil, "active", `{"fields":{"a":{}}}`, nil)
-	db.Exec(t, `DELETE FROM sys_metadata WHERE id = 'o1'`)
-	got, _ := poll(t, s, c)
-	wantAddrs(t, got, "sys_metadata/d1", "sys_metadata/o1")
-}
-
-func sqliteText(t *testing.T, dbURL, query string) string {
-	t.Helper()
-	path, err := sqlite.Path(dbURL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	db, err := sql.Open("sqlite", "file:"+path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
-	var s string
-	if err := db.QueryRowContext(ctxT(t), query).Scan(&s); err != nil {
-		t.Fatal(err)
-	}
-	return s
 }

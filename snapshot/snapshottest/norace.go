@@ -1,5 +1,5 @@
 //go:build !race
 
-package snapshot_test
+package snapshottest
 
 const raceEnabled = false

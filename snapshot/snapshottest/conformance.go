@@ -1,7 +1,6 @@
-package snapshot_test
+package snapshottest
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"math/rand/v2"
@@ -15,13 +14,11 @@ import (
 	"github.com/objectstack-fleet/reconciler/internal/proctest"
 	"github.com/objectstack-fleet/reconciler/registry"
 	"github.com/objectstack-fleet/reconciler/snapshot"
-	"github.com/objectstack-fleet/reconciler/snapshot/snapshottest"
 )
 
 // Portable statements: the same text runs on both stores. Writers set only
 // the platform's columns, never a revision.
 const (
-	insMeta    = `INSERT INTO sys_metadata (id, type, name, metadata) VALUES ($1, 'object', $1, '{"fields":{}}')`
 	updMeta    = `UPDATE sys_metadata SET version = version + 1 WHERE id = $1`
 	insSecret  = `INSERT INTO sys_secret (id, namespace, key, kms_key_id, ciphertext) VALUES ($1, 'datasource', $1, 'local:v1', $2)`
 	insCred    = `INSERT INTO sys_connector_credential (ref, value) VALUES ($1, $2)`
@@ -41,76 +38,9 @@ var keyColumn = map[snapshot.Table]string{
 	snapshot.TableCredential: "ref",
 }
 
-// revisions maps "table/key" to the revision of every row in rows.
-func revisions(rows snapshot.Rows) map[string]int64 {
-	out := map[string]int64{}
-	for _, r := range rows.Metadata {
-		out["sys_metadata/"+r.ID] = r.Revision
-	}
-	for _, r := range rows.Secrets {
-		out["sys_secret/"+r.ID] = r.Revision
-	}
-	for _, r := range rows.Credentials {
-		out["sys_connector_credential/"+r.Ref] = r.Revision
-	}
-	return out
-}
-
-func ctxT(t *testing.T) context.Context {
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	t.Cleanup(cancel)
-	return ctx
-}
-
-func relist(t *testing.T, s snapshot.Store) (snapshot.Rows, snapshot.Cursor) {
-	t.Helper()
-	rows, c, err := s.Relist(ctxT(t))
-	if err != nil {
-		t.Fatalf("relist: %v", err)
-	}
-	return rows, c
-}
-
-func poll(t *testing.T, s snapshot.Store, c snapshot.Cursor) ([]snapshot.Address, snapshot.Cursor) {
-	t.Helper()
-	addrs, next, err := s.Poll(ctxT(t), c)
-	if err != nil {
-		t.Fatalf("poll from %s: %v", c, err)
-	}
-	return addrs, next
-}
-
-// keySet returns the distinct addresses, sorted, as "table/key".
-func keySet(addrs []snapshot.Address) []string {
-	var out []string
-	for _, a := range addrs {
-		k := string(a.Table) + "/" + a.Key
-		if !slices.Contains(out, k) {
-			out = append(out, k)
-		}
-	}
-	slices.Sort(out)
-	return out
-}
-
-func wantAddrs(t *testing.T, got []snapshot.Address, want ...string) {
-	t.Helper()
-	if want == nil {
-		want = []string{}
-	}
-	g := keySet(got)
-	if g == nil {
-		g = []string{}
-	}
-	slices.Sort(want)
-	if !slices.Equal(g, want) {
-		t.Fatalf("poll returned %v, want %v", g, want)
-	}
-}
-
-// TestChangesSurface: every kind of write on each source table surfaces in
+// testChangesSurface: every kind of write on each source table surfaces in
 // the next poll, with a store-wide increasing revision.
-func TestChangesSurface(t *testing.T) {
+func testChangesSurface(t *testing.T, bk Backend) {
 	t.Parallel()
 	writes := []struct {
 		table snapshot.Table
@@ -122,10 +52,10 @@ func TestChangesSurface(t *testing.T) {
 		{snapshot.TableSecret, insSecret, `UPDATE sys_secret SET ciphertext = 'rotated', rotated_at = CURRENT_TIMESTAMP WHERE id = $1`},
 		{snapshot.TableCredential, insCred, `UPDATE sys_connector_credential SET value = 'other' WHERE ref = $1`},
 	}
-	snapshottest.Each(t, func(t *testing.T, s snapshot.Store, url string) {
-		ctx := ctxT(t)
-		db := snapshottest.Connect(t, url)
-		_, c := relist(t, s)
+	bk.each(t, func(t *testing.T, s snapshot.Store, url string) {
+		ctx := Ctx(t)
+		db := Connect(t, url)
+		_, c := Relist(t, s)
 		var last int64 // revisions are store-wide: each write's is above every earlier one
 		readRev := func(tbl snapshot.Table, key string) (int64, bool) {
 			t.Helper()
@@ -133,7 +63,7 @@ func TestChangesSurface(t *testing.T) {
 			if err != nil {
 				t.Fatalf("read %s/%s: %v", tbl, key, err)
 			}
-			rev, ok := revisions(rows)[string(tbl)+"/"+key]
+			rev, ok := Revisions(rows)[string(tbl)+"/"+key]
 			if rows.Len() > 1 {
 				t.Fatalf("read %s/%s: %d rows", tbl, key, rows.Len())
 			}
@@ -142,8 +72,8 @@ func TestChangesSurface(t *testing.T) {
 		step := func(what, table, key string, want ...string) {
 			t.Helper()
 			var got []snapshot.Address
-			got, c = poll(t, s, c)
-			wantAddrs(t, got, want...)
+			got, c = Poll(t, s, c)
+			WantAddrs(t, got, want...)
 			if key == "" {
 				return
 			}
@@ -178,8 +108,8 @@ func TestChangesSurface(t *testing.T) {
 		// Values: a credential and a secret's ciphertext are never printed.
 		db.Exec(t, insCred, "crm-token", "canary-secret-value")
 		db.Exec(t, insSecret, "sec_0a1b2c", "canary-ciphertext")
-		got, c := poll(t, s, c)
-		wantAddrs(t, got, "sys_connector_credential/crm-token", "sys_secret/sec_0a1b2c")
+		got, c := Poll(t, s, c)
+		WantAddrs(t, got, "sys_connector_credential/crm-token", "sys_secret/sec_0a1b2c")
 		rows, err := s.Read(ctx, got)
 		if err != nil {
 			t.Fatal(err)
@@ -194,8 +124,8 @@ func TestChangesSurface(t *testing.T) {
 			t.Fatal("a credential value or a ciphertext was printed")
 		}
 		db.Exec(t, clearCred, "crm-token")
-		got, c = poll(t, s, c)
-		wantAddrs(t, got, "sys_connector_credential/crm-token")
+		got, c = Poll(t, s, c)
+		WantAddrs(t, got, "sys_connector_credential/crm-token")
 		rows, _ = s.Read(ctx, got)
 		if len(rows.Credentials) != 1 || !rows.Credentials[0].Cleared {
 			t.Fatalf("cleared credential: %+v", rows.Credentials)
@@ -203,12 +133,12 @@ func TestChangesSurface(t *testing.T) {
 
 		// A statement touching many rows journals each.
 		db.Exec(t, `UPDATE sys_metadata SET state = 'archived'`)
-		got, c = poll(t, s, c)
-		wantAddrs(t, got, "sys_metadata/k-2")
+		got, c = Poll(t, s, c)
+		WantAddrs(t, got, "sys_metadata/k-2")
 
 		// Idle: nothing.
-		got, _ = poll(t, s, c)
-		wantAddrs(t, got)
+		got, _ = Poll(t, s, c)
+		WantAddrs(t, got)
 	})
 }
 
@@ -218,11 +148,11 @@ const platformMeta = `INSERT INTO sys_metadata (id, name, type, namespace, packa
   strategy, state, organization_id, version, checksum, source, created_at, updated_at)
 VALUES ($1, $2, $3, 'default', $4, 'user', 'platform', $5, 'merge', $6, $7, $8, $9, 'api', CURRENT_TIMESTAMP, CURRENT_TIMESTAMP)`
 
-// TestRowsAsThePlatformWritesThem: NULL organization and package, one
+// testRowsAsThePlatformWritesThem: NULL organization and package, one
 // type+name in two packages and two organizations, a draft beside the
 // active row, bodies as stored (any key order, not JSON at all, NULL), a
 // real version, ids of any shape.
-func TestRowsAsThePlatformWritesThem(t *testing.T) {
+func testRowsAsThePlatformWritesThem(t *testing.T, bk Backend) {
 	t.Parallel()
 	type row struct {
 		id, name, typ string
@@ -247,10 +177,10 @@ func TestRowsAsThePlatformWritesThem(t *testing.T) {
 		{"id with spaces/and:colons%2F+ünïcode", "odd", "hook", nil, "org:1", `{}`, "active", 1, nil},
 		{"old-flow", "flow1", "flow", nil, nil, `{}`, "archived", 7, nil},
 	}
-	snapshottest.Each(t, func(t *testing.T, s snapshot.Store, url string) {
-		ctx := ctxT(t)
-		db := snapshottest.Connect(t, url)
-		_, c := relist(t, s)
+	bk.each(t, func(t *testing.T, s snapshot.Store, url string) {
+		ctx := Ctx(t)
+		db := Connect(t, url)
+		_, c := Relist(t, s)
 		var all []snapshot.Address
 		for _, r := range rowsIn {
 			db.Exec(t, platformMeta, r.id, r.name, r.typ, r.pkg, r.body, r.state, r.org, r.version, r.checksum)
@@ -260,7 +190,7 @@ func TestRowsAsThePlatformWritesThem(t *testing.T) {
 VALUES ('sec_1', 'datasource', 'warehouse', 'local:v1', 'aes-256-gcm', 1, 'djE6YWJj', NULL)`)
 		db.Exec(t, `INSERT INTO sys_secret (id) VALUES ('sec_bare')`)
 		all = append(all, snapshot.Address{Table: snapshot.TableSecret, Key: "sec_1"}, snapshot.Address{Table: snapshot.TableSecret, Key: "sec_bare"})
-		got, _ := poll(t, s, c)
+		got, _ := Poll(t, s, c)
 		if len(keySet(got)) != len(all) {
 			t.Fatalf("poll returned %d addresses, want %d: %v", len(keySet(got)), len(all), keySet(got))
 		}
@@ -317,7 +247,7 @@ VALUES ('sec_1', 'datasource', 'warehouse', 'local:v1', 'aes-256-gcm', 1, 'djE6Y
 				t.Errorf("%s: bare secret read as %+v", what, bare)
 			}
 		}
-		rows, _ := relist(t, s)
+		rows, _ := Relist(t, s)
 		check("relist", rows, "active")
 		read, err := s.Read(ctx, all)
 		if err != nil {
@@ -327,12 +257,12 @@ VALUES ('sec_1', 'datasource', 'warehouse', 'local:v1', 'aes-256-gcm', 1, 'djE6Y
 
 		// Promoting the draft: the platform deletes the active row and
 		// flips the draft; both addresses surface.
-		_, c = relist(t, s)
+		_, c = Relist(t, s)
 		db.Exec(t, `DELETE FROM sys_metadata WHERE id = 'view-o2'`)
 		db.Exec(t, `UPDATE sys_metadata SET state = 'active', version = version + 1 WHERE id = 'view-o2-draft'`)
-		got, _ = poll(t, s, c)
-		wantAddrs(t, got, "sys_metadata/view-o2", "sys_metadata/view-o2-draft")
-		rows, _ = relist(t, s)
+		got, _ = Poll(t, s, c)
+		WantAddrs(t, got, "sys_metadata/view-o2", "sys_metadata/view-o2-draft")
+		rows, _ = Relist(t, s)
 		var ids []string
 		for _, m := range rows.Metadata {
 			if m.Name == "all" {
@@ -346,65 +276,42 @@ VALUES ('sec_1', 'datasource', 'warehouse', 'local:v1', 'aes-256-gcm', 1, 'djE6Y
 	})
 }
 
-// TestBadValuesDoNotFailTheRead: SQLite keeps whatever a writer stores in
-// any column (bytes that are not UTF-8, text in a REAL column); such a row
-// reads as stored and the other rows read normally.
-func TestBadValuesDoNotFailTheRead(t *testing.T) {
+func testAbortedTransactionSurfacesNothing(t *testing.T, bk Backend) {
 	t.Parallel()
-	s, url := snapshottest.NewSQLite(t)
-	db := snapshottest.Connect(t, url)
-	db.Exec(t, insMeta, "good")
-	db.Exec(t, insMeta, "bad")
-	db.Exec(t, `UPDATE sys_metadata SET metadata = X'FF00FE', version = 'not a number', name = 42, checksum = X'00' WHERE id = 'bad'`)
-	rows, _ := relist(t, s)
-	if len(rows.Metadata) != 2 {
-		t.Fatalf("relist: %+v", rows.Metadata)
-	}
-	bad, good := rows.Metadata[0], rows.Metadata[1]
-	if string(bad.Metadata) != "\xff\x00\xfe" || bad.Version != 0 || bad.Name != "42" || bad.Checksum != "\x00" {
-		t.Fatalf("bad row read as %+v", bad)
-	}
-	if good.ID != "good" || string(good.Metadata) != `{"fields":{}}` || good.Version != 1 {
-		t.Fatalf("good row read as %+v", good)
-	}
-}
-
-func TestAbortedTransactionSurfacesNothing(t *testing.T) {
-	t.Parallel()
-	snapshottest.Each(t, func(t *testing.T, s snapshot.Store, url string) {
-		ctx := ctxT(t)
-		db := snapshottest.Connect(t, url)
-		_, c := relist(t, s)
+	bk.each(t, func(t *testing.T, s snapshot.Store, url string) {
+		ctx := Ctx(t)
+		db := Connect(t, url)
+		_, c := Relist(t, s)
 		if err := db.Begin(ctx); err != nil {
 			t.Fatal(err)
 		}
-		db.Exec(t, insMeta, "ghost")
+		db.Exec(t, InsertMetadata, "ghost")
 		db.Exec(t, insSecret, "ghost-secret", "x")
 		db.Exec(t, insCred, "ghost-cred", "x")
 		if err := db.Rollback(ctx); err != nil {
 			t.Fatal(err)
 		}
-		got, c := poll(t, s, c)
-		wantAddrs(t, got)
+		got, c := Poll(t, s, c)
+		WantAddrs(t, got)
 		db.Exec(t, insSecret, "real", "x")
-		got, _ = poll(t, s, c)
-		wantAddrs(t, got, "sys_secret/real")
-		rows, _ := relist(t, s)
+		got, _ = Poll(t, s, c)
+		WantAddrs(t, got, "sys_secret/real")
+		rows, _ := Relist(t, s)
 		if rows.Len() != 1 {
 			t.Fatalf("rows after an aborted transaction: %+v", rows)
 		}
 	})
 }
 
-func TestRelistEqualsTables(t *testing.T) {
+func testRelistEqualsTables(t *testing.T, bk Backend) {
 	t.Parallel()
-	snapshottest.Each(t, func(t *testing.T, s snapshot.Store, url string) {
-		ctx := ctxT(t)
-		db := snapshottest.Connect(t, url)
+	bk.each(t, func(t *testing.T, s snapshot.Store, url string) {
+		ctx := Ctx(t)
+		db := Connect(t, url)
 		var addrs []snapshot.Address
 		for i := range 20 {
 			k := fmt.Sprintf("k%02d", i)
-			db.Exec(t, insMeta, k)
+			db.Exec(t, InsertMetadata, k)
 			db.Exec(t, insSecret, k, "c-"+k)
 			db.Exec(t, insCred, k, "v-"+k)
 			addrs = append(addrs, snapshot.Address{Table: snapshot.TableMetadata, Key: k},
@@ -412,7 +319,7 @@ func TestRelistEqualsTables(t *testing.T) {
 		}
 		db.Exec(t, clearCred, "k03")
 		db.Exec(t, `DELETE FROM sys_secret WHERE id = $1`, "k04")
-		rows, c := relist(t, s)
+		rows, c := Relist(t, s)
 		if len(rows.Metadata) != 20 || len(rows.Secrets) != 19 || len(rows.Credentials) != 20 {
 			t.Fatalf("relist: %d metadata, %d secrets, %d credentials", len(rows.Metadata), len(rows.Secrets), len(rows.Credentials))
 		}
@@ -435,45 +342,45 @@ func TestRelistEqualsTables(t *testing.T) {
 		}
 		// Revisions are distinct across tables.
 		seen := map[int64]string{}
-		for k, rev := range revisions(rows) {
+		for k, rev := range Revisions(rows) {
 			if other, dup := seen[rev]; dup {
 				t.Fatalf("%s and %s share revision %d", k, other, rev)
 			}
 			seen[rev] = k
 		}
 		// The relist cursor resumes exactly after it.
-		got, _ := poll(t, s, c)
-		wantAddrs(t, got)
+		got, _ := Poll(t, s, c)
+		WantAddrs(t, got)
 	})
 }
 
-func TestOutOfOrderCommit(t *testing.T) {
+func testOutOfOrderCommit(t *testing.T, bk Backend) {
 	t.Parallel()
 	for _, commit := range []bool{true, false} {
 		name := map[bool]string{true: "commit", false: "rollback"}[commit]
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
-			snapshottest.Each(t, func(t *testing.T, s snapshot.Store, url string) {
-				ctx := ctxT(t)
-				t1 := snapshottest.Connect(t, url)
-				t2 := snapshottest.Connect(t, url)
-				_, c := relist(t, s)
+			bk.each(t, func(t *testing.T, s snapshot.Store, url string) {
+				ctx := Ctx(t)
+				t1 := Connect(t, url)
+				t2 := Connect(t, url)
+				_, c := Relist(t, s)
 				if err := t1.Begin(ctx); err != nil {
 					t.Fatal(err)
 				}
-				t1.Exec(t, insMeta, "from-t1")
+				t1.Exec(t, InsertMetadata, "from-t1")
 				if s.Kind() == "postgres" {
 					// T2 writes after T1 and commits first.
-					t2.Exec(t, insMeta, "from-t2")
+					t2.Exec(t, InsertMetadata, "from-t2")
 					var got []snapshot.Address
-					got, c = poll(t, s, c)
-					wantAddrs(t, got, "sys_metadata/from-t2")
+					got, c = Poll(t, s, c)
+					WantAddrs(t, got, "sys_metadata/from-t2")
 				} else {
 					// One writer: T1 holds the write lock; the poll sees
 					// nothing of it and must not move past it.
 					var got []snapshot.Address
-					got, c = poll(t, s, c)
-					wantAddrs(t, got)
+					got, c = Poll(t, s, c)
+					WantAddrs(t, got)
 				}
 				end := t1.Rollback
 				if commit {
@@ -482,32 +389,32 @@ func TestOutOfOrderCommit(t *testing.T) {
 				if err := end(ctx); err != nil {
 					t.Fatal(err)
 				}
-				got, c := poll(t, s, c)
+				got, c := Poll(t, s, c)
 				if commit {
-					wantAddrs(t, got, "sys_metadata/from-t1")
+					WantAddrs(t, got, "sys_metadata/from-t1")
 				} else {
-					wantAddrs(t, got)
+					WantAddrs(t, got)
 				}
 				if s.Kind() == "sqlite" {
-					t2.Exec(t, insMeta, "from-t2")
-					got, _ = poll(t, s, c)
-					wantAddrs(t, got, "sys_metadata/from-t2")
+					t2.Exec(t, InsertMetadata, "from-t2")
+					got, _ = Poll(t, s, c)
+					WantAddrs(t, got, "sys_metadata/from-t2")
 				}
 			})
 		})
 	}
 }
 
-// TestConcurrentWritersNoneMissed: 8 writers × 500 random writes in
+// testConcurrentWritersNoneMissed: 8 writers × 500 random writes in
 // transactions of random length (some rolled back), a poller running
 // throughout that keeps a local copy the way the reconcile loop does: read
 // the rows of each polled address. At the end the copy must equal the
 // tables.
-func TestConcurrentWritersNoneMissed(t *testing.T) {
+func testConcurrentWritersNoneMissed(t *testing.T, bk Backend) {
 	t.Parallel()
-	snapshottest.Each(t, func(t *testing.T, s snapshot.Store, url string) {
-		ctx := ctxT(t)
-		_, c := relist(t, s)
+	bk.each(t, func(t *testing.T, s snapshot.Store, url string) {
+		ctx := Ctx(t)
+		_, c := Relist(t, s)
 		writers, writes := 8, 500
 		if raceEnabled {
 			writes = 60 // same interleavings, fewer of them: see raceEnabled
@@ -530,7 +437,7 @@ func TestConcurrentWritersNoneMissed(t *testing.T) {
 			for _, a := range addrs {
 				delete(local, string(a.Table)+"/"+a.Key)
 			}
-			for k, rev := range revisions(rows) {
+			for k, rev := range Revisions(rows) {
 				local[k] = rev
 			}
 			return nil
@@ -571,7 +478,7 @@ func TestConcurrentWritersNoneMissed(t *testing.T) {
 			go func() {
 				defer wg.Done()
 				rng := rand.New(rand.NewPCG(uint64(w), 42))
-				conn := snapshottest.Connect(t, url)
+				conn := Connect(t, url)
 				for n := 0; n < writes; {
 					size := 1 + rng.IntN(12)
 					rollback := rng.IntN(10) == 0
@@ -632,8 +539,8 @@ func TestConcurrentWritersNoneMissed(t *testing.T) {
 				t.Errorf("committed change to %s never polled", k)
 			}
 		}
-		rows, _ := relist(t, s)
-		want := revisions(rows)
+		rows, _ := Relist(t, s)
+		want := Revisions(rows)
 		if len(want) == 0 {
 			t.Fatal("no rows written")
 		}
@@ -664,19 +571,19 @@ func waitFor(t *testing.T, what string, f func() (bool, error)) {
 	})
 }
 
-func TestExpiredCursorAfterPrune(t *testing.T) {
+func testExpiredCursorAfterPrune(t *testing.T, bk Backend) {
 	t.Parallel()
-	snapshottest.Each(t, func(t *testing.T, s snapshot.Store, url string) {
-		ctx := ctxT(t)
-		_, old := relist(t, s)
-		snapshottest.Exec(t, url, insMeta, "a")
-		snapshottest.Exec(t, url, insMeta, "b")
+	bk.each(t, func(t *testing.T, s snapshot.Store, url string) {
+		ctx := Ctx(t)
+		_, old := Relist(t, s)
+		Exec(t, url, InsertMetadata, "a")
+		Exec(t, url, InsertMetadata, "b")
 		// Nothing older than an hour: nothing pruned, the cursor still works.
 		if n, err := s.Prune(ctx, time.Hour); err != nil || n != 0 {
 			t.Fatalf("prune 1h = %d, %v", n, err)
 		}
-		got, _ := poll(t, s, old)
-		wantAddrs(t, got, "sys_metadata/a", "sys_metadata/b")
+		got, _ := Poll(t, s, old)
+		WantAddrs(t, got, "sys_metadata/a", "sys_metadata/b")
 
 		var total int64
 		waitFor(t, "prune", func() (bool, error) {
@@ -688,16 +595,16 @@ func TestExpiredCursorAfterPrune(t *testing.T) {
 			t.Fatalf("poll from a pruned cursor = %v, want ErrCursorExpired", err)
 		}
 		// A relist gives a cursor that works again.
-		_, c := relist(t, s)
-		snapshottest.Exec(t, url, insMeta, "c")
-		got, _ = poll(t, s, c)
-		wantAddrs(t, got, "sys_metadata/c")
+		_, c := Relist(t, s)
+		Exec(t, url, InsertMetadata, "c")
+		got, _ = Poll(t, s, c)
+		WantAddrs(t, got, "sys_metadata/c")
 		if w, err := s.Head(ctx); err != nil || w.Seq < 3 {
 			t.Fatalf("head after prune = %+v, %v", w, err)
 		}
 
 		// A deleted row's revision goes with the journal; live rows keep theirs.
-		db := snapshottest.Connect(t, url)
+		db := Connect(t, url)
 		db.Exec(t, `DELETE FROM sys_metadata WHERE id = 'a'`)
 		const count = `SELECT count(*) FROM sys_reconciler_revision WHERE source = 'sys_metadata' AND key = $1`
 		if db.Int(t, count, "a") != 1 {
@@ -713,34 +620,34 @@ func TestExpiredCursorAfterPrune(t *testing.T) {
 	})
 }
 
-func TestRegressedCursor(t *testing.T) {
+func testRegressedCursor(t *testing.T, bk Backend) {
 	t.Parallel()
-	snapshottest.Each(t, func(t *testing.T, s snapshot.Store, url string) {
-		ctx := ctxT(t)
-		snapshottest.Exec(t, url, insMeta, "a")
-		_, c := relist(t, s)
+	bk.each(t, func(t *testing.T, s snapshot.Store, url string) {
+		ctx := Ctx(t)
+		Exec(t, url, InsertMetadata, "a")
+		_, c := Relist(t, s)
 
 		// A restored backup: same store, older journal. Its snapshot has
 		// moved since the cursor's (an unchanged snapshot is the very view
 		// the cursor was taken in: nothing to check).
 		ahead := c
 		ahead.Seq += 1000
-		snapshottest.Exec(t, url, insMeta, "b")
+		Exec(t, url, InsertMetadata, "b")
 		if _, _, err := s.Poll(ctx, ahead); !errors.Is(err, snapshot.ErrCursorRegressed) {
 			t.Fatalf("poll with a cursor ahead of the journal = %v, want ErrCursorRegressed", err)
 		}
 
 		// The store recreated in place.
 		if s.Kind() == "postgres" {
-			snapshottest.Exec(t, url, "DROP SCHEMA public CASCADE")
-			snapshottest.Exec(t, url, "CREATE SCHEMA public")
+			Exec(t, url, "DROP SCHEMA public CASCADE")
+			Exec(t, url, "CREATE SCHEMA public")
 		} else {
-			snapshottest.Exec(t, url, "DROP VIEW sys_reconcile_change")
+			Exec(t, url, "DROP VIEW sys_reconcile_change")
 			for _, tbl := range []string{"sys_metadata", "sys_secret", "sys_connector_credential", "sys_reconcile_journal",
 				"sys_reconciler_revision", "sys_reconciler_replica", "sys_reconciler_drift", "sys_reconciler_state",
 				"sys_reconcile_counter", "sys_reconciler_schema", "sys_reconciler_credential_owner", "sys_reconciler_lease",
 				"sys_reconciler_guard", "sys_reconciler_guard_release"} {
-				snapshottest.Exec(t, url, "DROP TABLE "+tbl)
+				Exec(t, url, "DROP TABLE "+tbl)
 			}
 		}
 		if err := s.CheckSchema(ctx); !errors.Is(err, snapshot.ErrSchema) {
@@ -757,37 +664,34 @@ func TestRegressedCursor(t *testing.T) {
 		}
 
 		// Another database entirely.
-		other, _ := snapshottest.NewSQLite(t)
-		if s.Kind() == "postgres" {
-			other, _ = snapshottest.NewPostgres(t)
-		}
-		_, c2 := relist(t, other)
+		other, _ := bk.New(t)
+		_, c2 := Relist(t, other)
 		if _, _, err := s.Poll(ctx, c2); !errors.Is(err, snapshot.ErrCursorRegressed) {
 			t.Fatalf("poll with another store's cursor = %v, want ErrCursorRegressed", err)
 		}
 	})
 }
 
-func TestZeroCursorNeedsRelist(t *testing.T) {
+func testZeroCursorNeedsRelist(t *testing.T, bk Backend) {
 	t.Parallel()
-	snapshottest.Each(t, func(t *testing.T, s snapshot.Store, url string) {
-		if _, _, err := s.Poll(ctxT(t), snapshot.Cursor{}); !errors.Is(err, snapshot.ErrCursorExpired) {
+	bk.each(t, func(t *testing.T, s snapshot.Store, url string) {
+		if _, _, err := s.Poll(Ctx(t), snapshot.Cursor{}); !errors.Is(err, snapshot.ErrCursorExpired) {
 			t.Fatalf("poll with no cursor = %v, want ErrCursorExpired", err)
 		}
 	})
 }
 
-func TestStallAndHead(t *testing.T) {
+func testStallAndHead(t *testing.T, bk Backend) {
 	t.Parallel()
-	snapshottest.Each(t, func(t *testing.T, s snapshot.Store, url string) {
-		ctx := ctxT(t)
-		_, c := relist(t, s)
+	bk.each(t, func(t *testing.T, s snapshot.Store, url string) {
+		ctx := Ctx(t)
+		_, c := Relist(t, s)
 		h0, err := s.Head(ctx)
 		if err != nil {
 			t.Fatal(err)
 		}
-		snapshottest.Exec(t, url, insMeta, "a")
-		snapshottest.Exec(t, url, insMeta, "b")
+		Exec(t, url, InsertMetadata, "a")
+		Exec(t, url, InsertMetadata, "b")
 		st, err := s.Stall(ctx, c, time.Hour)
 		if err != nil || st.Pending != 2 || len(st.Blockers) != 0 {
 			t.Fatalf("stall = %+v, %v; want 2 pending, no blockers", st, err)
@@ -796,7 +700,7 @@ func TestStallAndHead(t *testing.T) {
 		if h1.Seq != h0.Seq+2 {
 			t.Fatalf("head %d → %d, want +2", h0.Seq, h1.Seq)
 		}
-		_, c = poll(t, s, c)
+		_, c = Poll(t, s, c)
 		if c.Seq != h1.Seq {
 			t.Fatalf("cursor seq %d, head %d", c.Seq, h1.Seq)
 		}
@@ -804,7 +708,7 @@ func TestStallAndHead(t *testing.T) {
 			return
 		}
 		// An open writing transaction is named (never its query text).
-		tx := snapshottest.Connect(t, url)
+		tx := Connect(t, url)
 		if err := tx.Begin(ctx); err != nil {
 			t.Fatal(err)
 		}
@@ -820,10 +724,10 @@ func TestStallAndHead(t *testing.T) {
 	})
 }
 
-func TestFleetTables(t *testing.T) {
+func testFleetTables(t *testing.T, bk Backend) {
 	t.Parallel()
-	snapshottest.Each(t, func(t *testing.T, s snapshot.Store, url string) {
-		ctx := ctxT(t)
+	bk.each(t, func(t *testing.T, s snapshot.Store, url string) {
+		ctx := Ctx(t)
 		at := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
 		r := snapshot.Replica{ReplicaID: "r1", Host: "h", PID: 42, Version: "v1", StartedAt: at, HeartbeatAt: at,
 			Cursor: "seq:3", CursorSeq: 3, CursorAt: at, Counts: map[string]int64{"ready": 3}, LastError: "boom"}
@@ -880,12 +784,12 @@ func TestFleetTables(t *testing.T) {
 	})
 }
 
-// TestHeartbeatClash: two live processes writing one replica id see each
+// testHeartbeatClash: two live processes writing one replica id see each
 // other; a successor of a stopped or long-dead process does not.
-func TestHeartbeatClash(t *testing.T) {
+func testHeartbeatClash(t *testing.T, bk Backend) {
 	t.Parallel()
-	snapshottest.Each(t, func(t *testing.T, s snapshot.Store, _ string) {
-		ctx := ctxT(t)
+	bk.each(t, func(t *testing.T, s snapshot.Store, _ string) {
+		ctx := Ctx(t)
 		t0 := time.Now().Add(-time.Hour).Truncate(time.Millisecond)
 		beat := func(host string, pid int, started, at time.Time, stopped bool) string {
 			t.Helper()
@@ -925,39 +829,19 @@ func TestHeartbeatClash(t *testing.T) {
 	})
 }
 
-// TestSQLiteInsertOrReplace: SQLite's INSERT OR REPLACE deletes the row it
-// conflicts with without firing its DELETE trigger; the replaced row's
-// address is journaled all the same.
-func TestSQLiteInsertOrReplace(t *testing.T) {
-	t.Parallel()
-	s, url := snapshottest.NewSQLite(t)
-	db := snapshottest.Connect(t, url)
-	const ins = `INSERT OR REPLACE INTO sys_metadata (id, type, name, organization_id, package_id, metadata)
-VALUES ($1, 'view', 'all', 'org-1', 'crm', '{}')`
-	db.Exec(t, ins, "first")
-	_, c := relist(t, s)
-	db.Exec(t, ins, "second")
-	got, _ := poll(t, s, c)
-	wantAddrs(t, got, "sys_metadata/first", "sys_metadata/second")
-	rows, err := s.Read(ctxT(t), got)
-	if err != nil || len(rows.Metadata) != 1 || rows.Metadata[0].ID != "second" {
-		t.Fatalf("read after replace = %+v, %v", rows.Metadata, err)
-	}
-}
-
-// TestPlatformUpserts: the snapshottest statements that write rows the way
+// testPlatformUpserts: the snapshottest statements that write rows the way
 // the platform does, on both stores.
-func TestPlatformUpserts(t *testing.T) {
+func testPlatformUpserts(t *testing.T, bk Backend) {
 	t.Parallel()
-	snapshottest.Each(t, func(t *testing.T, s snapshot.Store, url string) {
-		_, c := relist(t, s)
-		snapshottest.Exec(t, url, snapshottest.UpsertMetadata, "m1", "view", "all", "org-1", nil, "active", `{"object":"account"}`, nil)
-		snapshottest.Exec(t, url, snapshottest.UpsertMetadata, "m1", "view", "all", "org-1", "crm", "active", `{"object":"lead"}`, "abc")
-		snapshottest.Exec(t, url, snapshottest.UpsertSecret, "sec_1", "datasource", "warehouse", "djE6eA")
-		snapshottest.Exec(t, url, snapshottest.UpsertSecret, "sec_1", "datasource", "warehouse", "djE6eQ")
-		got, _ := poll(t, s, c)
-		wantAddrs(t, got, "sys_metadata/m1", "sys_secret/sec_1")
-		rows, err := s.Read(ctxT(t), got)
+	bk.each(t, func(t *testing.T, s snapshot.Store, url string) {
+		_, c := Relist(t, s)
+		Exec(t, url, UpsertMetadata, "m1", "view", "all", "org-1", nil, "active", `{"object":"account"}`, nil)
+		Exec(t, url, UpsertMetadata, "m1", "view", "all", "org-1", "crm", "active", `{"object":"lead"}`, "abc")
+		Exec(t, url, UpsertSecret, "sec_1", "datasource", "warehouse", "djE6eA")
+		Exec(t, url, UpsertSecret, "sec_1", "datasource", "warehouse", "djE6eQ")
+		got, _ := Poll(t, s, c)
+		WantAddrs(t, got, "sys_metadata/m1", "sys_secret/sec_1")
+		rows, err := s.Read(Ctx(t), got)
 		if err != nil || len(rows.Metadata) != 1 || len(rows.Secrets) != 1 {
 			t.Fatalf("read = %+v, %v", rows, err)
 		}
@@ -971,56 +855,19 @@ func TestPlatformUpserts(t *testing.T) {
 	})
 }
 
-// A streaming relist (PostgreSQL) hands over every metadata row once, in
-// order, in runs that are the result's own rows, while it reads them; its
-// result is Relist's.
-func TestRelistStreamHandsEveryRow(t *testing.T) {
-	t.Parallel()
-	s, url := snapshottest.NewPostgres(t)
-	st, ok := s.(snapshot.Streamer)
-	if !ok {
-		t.Fatalf("%T does not stream its relist", s)
-	}
-	snapshottest.Exec(t, url, `INSERT INTO sys_metadata (id, type, name, metadata)
-		SELECT 'o' || lpad(x::text, 5, '0'), 'object', 'obj' || x, '{"fields":{}}' FROM generate_series(1, 2500) x`)
-	ctx := ctxT(t)
-	var got []snapshot.MetadataRow
-	var offsets []int
-	rows, _, err := st.RelistStream(ctx, func(offset int, batch []snapshot.MetadataRow) {
-		offsets = append(offsets, offset)
-		got = append(got, batch...)
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(offsets) < 3 || offsets[0] != 0 {
-		t.Fatalf("batches at %v: want several, from 0", offsets)
-	}
-	if fmt.Sprintf("%+v", got) != fmt.Sprintf("%+v", rows.Metadata) {
-		t.Fatal("the batches differ from the result's metadata rows")
-	}
-	plain, _, err := s.Relist(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if fmt.Sprintf("%+v", plain) != fmt.Sprintf("%+v", rows) {
-		t.Fatal("RelistStream's result differs from Relist's")
-	}
-}
-
 // normNode puts a node's times in UTC, so that DeepEqual compares instants.
 func normNode(n snapshot.Node) snapshot.Node {
 	n.CheckedAt, n.Restart.Since, n.Restart.LastAt = n.CheckedAt.UTC(), n.Restart.Since.UTC(), n.Restart.LastAt.UTC()
 	return n
 }
 
-// TestGuardTables: a replica's pending guard is replaced as a whole, keeps
+// testGuardTables: a replica's pending guard is replaced as a whole, keeps
 // each record's release stamp, and is stamped with the newest release when
 // recorded (so a release covers what was recorded before it only).
-func TestGuardTables(t *testing.T) {
+func testGuardTables(t *testing.T, bk Backend) {
 	t.Parallel()
-	snapshottest.Each(t, func(t *testing.T, s snapshot.Store, url string) {
-		ctx := ctxT(t)
+	bk.each(t, func(t *testing.T, s snapshot.Store, url string) {
+		ctx := Ctx(t)
 		if rel, err := s.LatestRelease(ctx); err != nil || rel.ID != 0 {
 			t.Fatalf("no release yet: %+v, %v", rel, err)
 		}
