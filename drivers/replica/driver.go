@@ -74,8 +74,9 @@ type Options struct {
 	HealthInterval time.Duration
 	// Concurrency is how many entries are checked at once.
 	Concurrency int
-	// MaxProbesPerSecond bounds every read-only request to the replica
-	// (probes and health reads), for the whole Driver (default 20).
+	// MaxProbesPerSecond bounds the probes of the replica, for the whole
+	// Driver (default 20): at most that many requests start in any one
+	// second. The health read (one per HealthInterval) comes on top.
 	MaxProbesPerSecond int
 	// Catalog, if set, tells a registered object from a servable one: its
 	// table and its fields' columns must exist in the nodes' database (the
@@ -393,11 +394,21 @@ func (d *Driver) Run(ctx context.Context) error {
 			d.observe(ctx)
 		}()
 	}
+	// The first health read comes before the first probe: a restart of
+	// the replica after a probe found an entry in sync must show as one
+	// (the uptime going down), or the entry stays "in-sync" on a replica
+	// that lost it.
+	baseline := make(chan struct{})
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
-		d.watchHealth(ctx)
+		d.watchHealth(ctx, baseline)
 	}()
+	select {
+	case <-baseline:
+	case <-ctx.Done():
+		return nil
+	}
 	sem := make(chan struct{}, d.opts.Concurrency)
 	timer := time.NewTimer(time.Hour)
 	defer timer.Stop()
@@ -961,7 +972,8 @@ func (d *Driver) observe(ctx context.Context) {
 // watchHealth reads the replica's uptime every HealthInterval. When it
 // goes down (a restart), every entry is checked again: a restarted replica
 // does not reload run-time objects by itself.
-func (d *Driver) watchHealth(ctx context.Context) {
+// It closes baseline after the first read (answered or not).
+func (d *Driver) watchHealth(ctx context.Context, baseline chan<- struct{}) {
 	// A restart shows as uptime going down, or as a start time (now minus
 	// uptime) more than bootSkew later than the last one: a process that
 	// lived briefly and booted slowly answers with a higher uptime. The
@@ -1010,6 +1022,10 @@ func (d *Driver) watchHealth(ctx context.Context) {
 				bootAt = started
 			}
 			last, lastOK = up, time.Now()
+		}
+		if baseline != nil {
+			close(baseline)
+			baseline = nil
 		}
 		d.pruneSeen()
 		select {

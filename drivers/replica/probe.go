@@ -78,15 +78,20 @@ var errUnreachable = errors.New("replica unreachable")
 // missing, wrong or lacks a right.
 var errRefused = errors.New("replica refused the credential")
 
-// get fetches path (already escaped) and returns the status and body. A
-// transport failure wraps errUnreachable; 401/403 is an error naming the
-// refusal (the token is never part of it).
+// get fetches path (already escaped) once the limiter lets it, and returns
+// the status and body. A transport failure wraps errUnreachable; 401/403
+// is an error naming the refusal (the token is never part of it).
 func (p *prober) get(ctx context.Context, path string) (int, []byte, error) {
 	if p.limit != nil {
 		if err := p.limit.wait(ctx); err != nil {
 			return 0, nil, err
 		}
 	}
+	return p.fetch(ctx, path)
+}
+
+// fetch is get without the limiter.
+func (p *prober) fetch(ctx context.Context, path string) (int, []byte, error) {
 	ctx, cancel := context.WithTimeout(ctx, probeTimeout)
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, p.base+path, nil)
@@ -127,7 +132,11 @@ func (p *prober) scrub(err error) string {
 // health reads the replica's uptime (seconds) and platform version ("" if
 // it says none) from its anonymous health endpoint.
 func (p *prober) health(ctx context.Context) (float64, string, error) {
-	code, body, err := p.get(ctx, "/api/v1/health")
+	// Not behind the probes' limiter: a restart shows as the uptime going
+	// down between two reads, so the reads keep their pace (one per
+	// HealthInterval) while probes queue; a read delayed by about the
+	// replica's uptime missed its restart.
+	code, body, err := p.fetch(ctx, "/api/v1/health")
 	if err != nil {
 		return 0, "", err
 	}
