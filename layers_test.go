@@ -28,7 +28,7 @@ type layer struct {
 var leaves = []string{
 	"registry", "secret",
 	"internal/backoff", "internal/buildinfo", "internal/coalesce", "internal/config",
-	"internal/corpus", "internal/fleet", "internal/hashspec", "internal/hostrule", "internal/ossecret",
+	"internal/corpus", "internal/fleet", "internal/hashspec", "internal/hostrule", "internal/ossecret", "internal/pgfake",
 	"internal/proctest", "internal/redact", "internal/shutdown", "internal/storeurl", "internal/testdb",
 	"drivers/replica/replicatest",
 }

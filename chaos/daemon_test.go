@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"github.com/objectstack-fleet/reconciler/internal/proctest"
 	"io"
 	"net/http"
 	"os"
@@ -14,6 +13,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/objectstack-fleet/reconciler/internal/proctest"
 )
 
 // daemon is one `reconciler run` subprocess that can be killed and

@@ -22,13 +22,8 @@ import (
 // `reconciler guard release --store.url` applies what was meant.
 func TestChaosGuard(t *testing.T) {
 	t.Parallel()
-	c := testdb.NewCluster(t)
+	c, url := privateStore(t)
 	ctx := context.Background()
-	if err := testdb.Exec(ctx, c.URL("postgres"), "CREATE DATABASE store"); err != nil {
-		t.Fatal(err)
-	}
-	url := c.URL("store")
-	migrate(t, url)
 	const objects = 40
 	seed := func(from, to int) {
 		for i := from; i < to; i++ {

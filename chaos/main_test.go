@@ -5,9 +5,10 @@ import (
 	"encoding/hex"
 	"flag"
 	"fmt"
-	"github.com/objectstack-fleet/reconciler/internal/proctest"
 	"os"
 	"testing"
+
+	"github.com/objectstack-fleet/reconciler/internal/proctest"
 )
 
 var long = flag.Bool("chaos.long", false, "run the long form of the chaos suite and write chaos/results.md")

@@ -9,7 +9,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/objectstack-fleet/reconciler/internal/testdb"
 	"github.com/objectstack-fleet/reconciler/snapshot/postgres"
 )
 
@@ -27,13 +26,8 @@ func TestChaosNetwork(t *testing.T) {
 	}
 	t.Parallel()
 	path := newNetPath(t)
-	c := testdb.NewCluster(t)
+	c, url := privateStore(t)
 	ctx := context.Background()
-	if err := testdb.Exec(ctx, c.URL("postgres"), "CREATE DATABASE store"); err != nil {
-		t.Fatal(err)
-	}
-	url := c.URL("store")
-	migrate(t, url)
 	space := loadSpace{objects: 12, credentials: 3, others: 12}
 	space.seed(t, url)
 

@@ -5,8 +5,6 @@ import (
 	"database/sql"
 	"encoding/json"
 	"fmt"
-	"github.com/objectstack-fleet/reconciler/internal/proctest"
-	"github.com/objectstack-fleet/reconciler/registry"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -19,6 +17,8 @@ import (
 	_ "github.com/jackc/pgx/v5/stdlib" // database/sql driver "pgx" for reading rows
 	_ "modernc.org/sqlite"             // database/sql driver "sqlite"
 
+	"github.com/objectstack-fleet/reconciler/internal/proctest"
+	"github.com/objectstack-fleet/reconciler/registry"
 	"github.com/objectstack-fleet/reconciler/snapshot/sqlite"
 )
 

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"github.com/objectstack-fleet/reconciler/internal/proctest"
 	"math/rand/v2"
 	"net/http"
 	"net/http/httptest"
@@ -17,6 +16,8 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/objectstack-fleet/reconciler/internal/proctest"
+	"github.com/objectstack-fleet/reconciler/internal/testdb"
 	"github.com/objectstack-fleet/reconciler/snapshot/snapshottest"
 )
 
@@ -106,6 +107,19 @@ func migrate(t *testing.T, url string) {
 	if out, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("reconciler migrate: %v\n%s", err, out)
 	}
+}
+
+// privateStore starts a PostgreSQL cluster of the test's own holding a
+// migrated database "store", and returns the cluster and its URL.
+func privateStore(t *testing.T) (*testdb.Cluster, string) {
+	t.Helper()
+	c := testdb.NewCluster(t)
+	if err := testdb.Exec(context.Background(), c.URL("postgres"), "CREATE DATABASE store"); err != nil {
+		t.Fatal(err)
+	}
+	url := c.URL("store")
+	migrate(t, url)
+	return c, url
 }
 
 // secretValue is a credential value carrying the canary.

@@ -22,13 +22,8 @@ import (
 // store restored from an older copy (regression detected, relist).
 func TestChaosStoreFaults(t *testing.T) {
 	t.Parallel()
-	c := testdb.NewCluster(t)
+	c, url := privateStore(t)
 	ctx := context.Background()
-	if err := testdb.Exec(ctx, c.URL("postgres"), "CREATE DATABASE store"); err != nil {
-		t.Fatal(err)
-	}
-	url := c.URL("store")
-	migrate(t, url)
 	space := loadSpace{objects: 12, credentials: 3, others: 12}
 	space.seed(t, url)
 	// The older copy the store is restored from at the end.

@@ -1,21 +1,18 @@
 package chaos
 
 import (
-	bin "encoding/binary"
 	"fmt"
-	"io"
 	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
 	"strconv"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/objectstack-fleet/reconciler/internal/ossecret"
+	"github.com/objectstack-fleet/reconciler/internal/pgfake"
 	"github.com/objectstack-fleet/reconciler/snapshot/snapshottest"
 )
 
@@ -23,63 +20,6 @@ import (
 // $2 type, $3 name, $4 organization_id (nil: NULL), $5 body.
 const upsertOrgMetadata = `INSERT INTO sys_metadata (id, type, name, organization_id, metadata) VALUES ($1, $2, $3, $4, $5)
 ON CONFLICT (id) DO UPDATE SET metadata = EXCLUDED.metadata, state = 'active', version = sys_metadata.version + 1`
-
-// cleartextPG is a hostile PostgreSQL server: it declines TLS, asks for
-// the password in cleartext and counts the passwords it receives.
-type cleartextPG struct {
-	ln        net.Listener
-	passwords atomic.Int64
-	wg        sync.WaitGroup
-}
-
-func newCleartextPG(t *testing.T) *cleartextPG {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	s := &cleartextPG{ln: ln}
-	s.wg.Go(func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			s.wg.Go(func() { s.serve(c) })
-		}
-	})
-	t.Cleanup(func() { ln.Close(); s.wg.Wait() })
-	return s
-}
-
-func (s *cleartextPG) serve(c net.Conn) {
-	defer c.Close()
-	for {
-		var hdr [8]byte
-		if _, err := io.ReadFull(c, hdr[:]); err != nil {
-			return
-		}
-		n, code := bin.BigEndian.Uint32(hdr[:4]), bin.BigEndian.Uint32(hdr[4:])
-		if code == 80877103 || code == 80877104 { // SSLRequest, GSSENCRequest: declined
-			if _, err := c.Write([]byte{'N'}); err != nil {
-				return
-			}
-			continue
-		}
-		if _, err := io.CopyN(io.Discard, c, int64(n)-8); err != nil {
-			return
-		}
-		break
-	}
-	if _, err := c.Write([]byte{'R', 0, 0, 0, 8, 0, 0, 0, 3}); err != nil { // AuthenticationCleartextPassword
-		return
-	}
-	var mh [5]byte
-	if _, err := io.ReadFull(c, mh[:]); err == nil && mh[0] == 'p' {
-		s.passwords.Add(1)
-	}
-}
-
-func (s *cleartextPG) port() string { return portOf(s.ln.Addr().String()) }
 
 // TestChaosTenants attacks one daemon as a tenant (org evil) beside a
 // victim (org acme) and the platform (no org): rows naming the victim's
@@ -100,7 +40,7 @@ func TestChaosTenants(t *testing.T) {
 	}
 	foreign := newForeignHost(t)
 	home := okUpstream(t)
-	fakePG := newCleartextPG(t)
+	fakePG := pgfake.StartCleartext(t)
 
 	// The victim and the platform.
 	snapshottest.Exec(t, pgURL, upsertCredential, "acme-token", canary)
@@ -113,7 +53,7 @@ func TestChaosTenants(t *testing.T) {
 VALUES ($1, 'acme', 'datasource', 'acme_db', 'local:v1', 'aes-256-gcm', 1, $2)`, sealed.ID, sealed.Ciphertext)
 	snapshottest.Exec(t, pgURL, upsertOrgMetadata, "c-acme", "connector", "crm", "acme", connectorBody(home.URL, "acme-token", "5s"))
 	snapshottest.Exec(t, pgURL, upsertOrgMetadata, "c-plat", "connector", "platform_api", nil, connectorBody(home.URL, "platform-token", "5s"))
-	fake := fmt.Sprintf(`{"host":"127.0.0.1","port":%s,"database":"d","username":"u"}`, fakePG.port())
+	fake := fmt.Sprintf(`{"host":"127.0.0.1","port":%d,"database":"d","username":"u"}`, fakePG.Port())
 	// acme's own datasource at a server asking for the password in
 	// cleartext (a MITM on an sslmode=prefer path looks the same).
 	snapshottest.Exec(t, pgURL, upsertOrgMetadata, "d-acme", "datasource", "acme_db", "acme",
@@ -172,8 +112,8 @@ VALUES ($1, 'acme', 'datasource', 'acme_db', 'local:v1', 'aes-256-gcm', 1, $2)`,
 	}
 	after("org `evil` rows using org `acme`'s credential ref, the platform's ref (api-key), `acme`'s sys_secret id and the platform's connector (borrowed), with hosts the attacker runs (an HTTP capture, a PostgreSQL server asking for the password in cleartext)",
 		"credentials received by the attacker's HTTP host; passwords received by its PostgreSQL server",
-		fmt.Sprintf("%d; %d", foreign.credentials.Load(), fakePG.passwords.Load()), "0; 0")
-	if n, p := foreign.credentials.Load(), fakePG.passwords.Load(); n != 0 || p != 0 {
+		fmt.Sprintf("%d; %d", foreign.credentials.Load(), fakePG.Passwords()), "0; 0")
+	if n, p := foreign.credentials.Load(), fakePG.Passwords(); n != 0 || p != 0 {
 		t.Errorf("the attacker received %d credentials and %d passwords", n, p)
 	}
 

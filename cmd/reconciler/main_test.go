@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"github.com/objectstack-fleet/reconciler/internal/proctest"
 	"io"
 	"net/http"
 	"os"
@@ -13,6 +12,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/objectstack-fleet/reconciler/internal/proctest"
 )
 
 // binary is the reconciler built once for the whole package.

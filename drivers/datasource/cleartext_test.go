@@ -2,83 +2,14 @@ package datasource_test
 
 import (
 	"context"
-	"encoding/binary"
 	"fmt"
-	"io"
-	"net"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"testing"
 
 	"github.com/objectstack-fleet/reconciler/drivers/datasource"
+	"github.com/objectstack-fleet/reconciler/internal/pgfake"
 	"github.com/objectstack-fleet/reconciler/reconcile"
 )
-
-// cleartextServer is a hostile PostgreSQL server: it declines TLS, asks
-// every client for its password in cleartext (AuthenticationCleartextPassword)
-// and records any password message it receives.
-type cleartextServer struct {
-	port      int
-	passwords atomic.Int64
-	got       atomic.Value // string: the last password received
-}
-
-func startCleartextServer(t *testing.T) *cleartextServer {
-	t.Helper()
-	l, err := netListen()
-	if err != nil {
-		t.Fatal(err)
-	}
-	s := &cleartextServer{port: portOf(l)}
-	var wg sync.WaitGroup
-	wg.Go(func() {
-		for {
-			c, err := l.Accept()
-			if err != nil {
-				return
-			}
-			wg.Go(func() { s.serve(c) })
-		}
-	})
-	t.Cleanup(func() { l.Close(); wg.Wait() })
-	return s
-}
-
-func (s *cleartextServer) serve(c net.Conn) {
-	defer c.Close()
-	for {
-		var hdr [8]byte // startup packet: length, code
-		if _, err := io.ReadFull(c, hdr[:]); err != nil {
-			return
-		}
-		n, code := binary.BigEndian.Uint32(hdr[:4]), binary.BigEndian.Uint32(hdr[4:])
-		if code == 80877103 || code == 80877104 { // SSLRequest, GSSENCRequest
-			if _, err := c.Write([]byte{'N'}); err != nil {
-				return
-			}
-			continue
-		}
-		if _, err := io.CopyN(io.Discard, c, int64(n)-8); err != nil {
-			return
-		}
-		break
-	}
-	// AuthenticationCleartextPassword, then read the answer.
-	if _, err := c.Write([]byte{'R', 0, 0, 0, 8, 0, 0, 0, 3}); err != nil {
-		return
-	}
-	var mh [5]byte
-	if _, err := io.ReadFull(c, mh[:]); err != nil || mh[0] != 'p' {
-		return
-	}
-	body := make([]byte, binary.BigEndian.Uint32(mh[1:])-4)
-	if _, err := io.ReadFull(c, body); err != nil {
-		return
-	}
-	s.passwords.Add(1)
-	s.got.Store(strings.TrimRight(string(body), "\x00"))
-}
 
 // TestCleartextPasswordRefused: a server that declines TLS and asks for the
 // password in cleartext never receives it, whatever the row's sslmode
@@ -86,14 +17,14 @@ func (s *cleartextServer) serve(c net.Conn) {
 // (refused), naming the rule.
 func TestCleartextPasswordRefused(t *testing.T) {
 	t.Parallel()
-	srv := startCleartextServer(t)
+	srv := pgfake.StartCleartext(t)
 	m := datasource.New(datasource.Options{})
 	for _, ssl := range []string{``, `,"sslmode":"prefer"`, `,"sslmode":"disable"`, `,"sslmode":"allow"`} {
-		config := fmt.Sprintf(`{"host":"127.0.0.1","port":%d,"database":"d","username":"u"%s}`, srv.port, ssl)
+		config := fmt.Sprintf(`{"host":"127.0.0.1","port":%d,"database":"d","username":"u"%s}`, srv.Port(), ssl)
 		inst, err := m.Materialize(context.Background(), desired(record("postgres", config, "", true), canary))
-		assertClass(t, inst, err, reconcile.ClassRefused, fmt.Sprintf("datasource crm: server 127.0.0.1:%d: the server asked for the password in cleartext over an unencrypted connection: refused (use TLS, sslmode=require, or scram-sha-256)", srv.port))
+		assertClass(t, inst, err, reconcile.ClassRefused, fmt.Sprintf("datasource crm: server 127.0.0.1:%d: the server asked for the password in cleartext over an unencrypted connection: refused (use TLS, sslmode=require, or scram-sha-256)", srv.Port()))
 	}
-	if n := srv.passwords.Load(); n != 0 {
+	if n := srv.Passwords(); n != 0 {
 		t.Fatalf("the hostile server received %d password messages", n)
 	}
 }
@@ -104,7 +35,7 @@ func TestCleartextPasswordRefused(t *testing.T) {
 // before any connection; TCP hosts, loopback included, are not.
 func TestLocalTargetsRefused(t *testing.T) {
 	t.Parallel()
-	srv := startCleartextServer(t)
+	srv := pgfake.StartCleartext(t)
 	m := datasource.New(datasource.Options{})
 	for _, config := range []string{
 		`{"host":"/var/run/postgresql","database":"postgres","username":"postgres"}`,
@@ -121,7 +52,7 @@ func TestLocalTargetsRefused(t *testing.T) {
 	}
 	// A TCP host is a TCP host: here the hostile server (refused for its
 	// cleartext request, which shows it was reached).
-	config := fmt.Sprintf(`{"host":"localhost","port":%d,"database":"d","username":"u"}`, srv.port)
+	config := fmt.Sprintf(`{"host":"localhost","port":%d,"database":"d","username":"u"}`, srv.Port())
 	_, err := m.Materialize(context.Background(), desired(record("postgres", config, "", true), canary))
 	if _, reason := reconcile.Classify(err); !strings.Contains(reason, "in cleartext") {
 		t.Errorf("loopback TCP host: %q, want it reached", reason)
