@@ -509,9 +509,10 @@ func (row rowOf) revisionAt() time.Time {
 	return time.Time{}
 }
 
-// maxRevision is the highest revision among rows.
+// maxRevision is the highest revision among rows (deleted rows' read
+// since included: Rows.Revision).
 func maxRevision(rows snapshot.Rows) int64 {
-	var n int64
+	n := rows.Revision
 	for i := range rows.Metadata {
 		n = max(n, rows.Metadata[i].Revision)
 	}

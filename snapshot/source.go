@@ -129,6 +129,13 @@ type Rows struct {
 	Metadata    []MetadataRow
 	Secrets     []SecretRow
 	Credentials []CredentialRow
+	// Revision is, for Read, the highest revision of the addresses read,
+	// those of rows deleted since included (their tombstones); for Relist,
+	// the store's highest revision in the relist's snapshot (deleted and
+	// inactive rows' included). A deletion is a revision of the store's
+	// head too, so the loop that applied it has applied the head (zero:
+	// none known).
+	Revision int64
 }
 
 // Len is the number of rows of all tables.

@@ -132,4 +132,28 @@ func TestConvergenceOnRealNode(t *testing.T) {
 	if len(change.Replicas) != 1 || !change.Replicas[0].Served {
 		t.Fatalf("fleet --change object/rt_conv_note: %s", out)
 	}
+
+	// A deletion with no later change: once the node no longer serves the
+	// object, the replica has converged on the store's head (the deletion's
+	// revision), not one behind it.
+	if err := DeleteMetadata(ctx, stack.DatabaseURL, "object", "rt_conv_note"); err != nil {
+		t.Fatal(err)
+	}
+	waitBoth(t, "stops serving rt_conv_note", []*Node{a}, func(n *Node) bool { return !served(t, n, "rt_conv_note") })
+	waitCond(t, converge, "fleet shows the replica converged on the head after the deletion", func() error {
+		out := Reconcile(t, reconcilerBin, nil, "fleet", "--json", "--store.url", stack.DatabaseURL)
+		if err := json.Unmarshal([]byte(out), &view); err != nil {
+			return fmt.Errorf("%v: %s", err, out)
+		}
+		for _, r := range view.Replicas {
+			if r.ReplicaID == a.Name {
+				if r.ConvergedRevision != view.Head.Revision {
+					return fmt.Errorf("replica %s converged %d, store head %d", r.ReplicaID, r.ConvergedRevision, view.Head.Revision)
+				}
+				return nil
+			}
+		}
+		return fmt.Errorf("no replica %s in %s", a.Name, out)
+	})
+	t.Logf("after the deletion: fleet --json %+v (store head revision %d)", view.Replicas, view.Head.Revision)
 }

@@ -499,8 +499,9 @@ func (p *Store) relistIn(ctx context.Context, pool *pgxpool.Pool, url string, se
 	// select's rows fill a slice made at their number.
 	q := `SELECT pg_current_snapshot()::text, store_id,
   greatest((SELECT max(seq) FROM sys_reconcile_journal), pruned_seq), now(),
-  (SELECT count(*) FROM sys_metadata WHERE state = 'active')`
-	dest := []any{&c.Snapshot, &c.StoreID, &c.Seq, &c.At, &active}
+  (SELECT count(*) FROM sys_metadata WHERE state = 'active'),
+  (SELECT coalesce(max(revision), 0) FROM sys_reconciler_revision)`
+	dest := []any{&c.Snapshot, &c.StoreID, &c.Seq, &c.At, &active, &rows.Revision}
 	if seen != nil {
 		q += `,
   ARRAY(SELECT DISTINCT j.xid::text FROM sys_reconcile_journal j WHERE j.xid >= pg_snapshot_xmin(pg_current_snapshot()))`
@@ -627,6 +628,7 @@ func (p *Store) Read(ctx context.Context, addrs []snapshot.Address) (snapshot.Ro
 	if b.Len() == 0 {
 		return rows, nil
 	}
+	b.Queue(pgReadRevision, meta, secret, cred).QueryRow(func(r pgx.Row) error { return r.Scan(&rows.Revision) })
 	if p.standby != nil {
 		if err := p.standby.pool.SendBatch(ctx, b).Close(); err != nil {
 			return snapshot.Rows{}, p.standbyError("read", err)
@@ -638,6 +640,12 @@ func (p *Store) Read(ctx context.Context, addrs []snapshot.Address) (snapshot.Ro
 	}
 	return rows, nil
 }
+
+// pgReadRevision is the highest revision of the addresses read, deleted
+// rows' tombstones included (primary-key lookups, in Read's round trip).
+const pgReadRevision = `SELECT coalesce(max(revision), 0) FROM sys_reconciler_revision
+WHERE (source = 'sys_metadata' AND key = ANY($1)) OR (source = 'sys_secret' AND key = ANY($2))
+   OR (source = 'sys_connector_credential' AND key = ANY($3))`
 
 // Prune implements Source. Only entries of transactions older than every
 // open one (xid below the current xmin) are deleted, so the recorded

@@ -724,6 +724,41 @@ func testStallAndHead(t *testing.T, bk Backend) {
 	})
 }
 
+// A deletion is a revision of the store's head: Read tells it for the
+// deleted row's address (its tombstone), so a loop that applied the
+// deletion has applied the head.
+func testReadTellsDeletedRevisions(t *testing.T, bk Backend) {
+	t.Parallel()
+	bk.each(t, func(t *testing.T, s snapshot.Store, url string) {
+		ctx := Ctx(t)
+		Exec(t, url, InsertMetadata, "keep")
+		Exec(t, url, InsertMetadata, "gone")
+		rows, err := s.Read(ctx, []snapshot.Address{{Table: snapshot.TableMetadata, Key: "keep"}, {Table: snapshot.TableMetadata, Key: "gone"}})
+		if err != nil || len(rows.Metadata) != 2 {
+			t.Fatalf("read = %+v, %v", rows, err)
+		}
+		if h, _ := s.Head(ctx); rows.Revision != h.Revision || rows.Revision != max(rows.Metadata[0].Revision, rows.Metadata[1].Revision) {
+			t.Fatalf("read revision %d, head %d, rows %d and %d", rows.Revision, h.Revision, rows.Metadata[0].Revision, rows.Metadata[1].Revision)
+		}
+		Exec(t, url, `DELETE FROM sys_metadata WHERE id = 'gone'`)
+		head, err := s.Head(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rows, err = s.Read(ctx, []snapshot.Address{{Table: snapshot.TableMetadata, Key: "gone"}})
+		if err != nil || len(rows.Metadata) != 0 {
+			t.Fatalf("read of the deleted row = %+v, %v", rows, err)
+		}
+		if rows.Revision != head.Revision || rows.Revision == 0 {
+			t.Fatalf("read of the deleted row tells revision %d, the store's head is %d", rows.Revision, head.Revision)
+		}
+		rows, err = s.Read(ctx, []snapshot.Address{{Table: snapshot.TableSecret, Key: "never"}})
+		if err != nil || rows.Revision != 0 {
+			t.Fatalf("read of an address never written = revision %d, %v", rows.Revision, err)
+		}
+	})
+}
+
 func testFleetTables(t *testing.T, bk Backend) {
 	t.Parallel()
 	bk.each(t, func(t *testing.T, s snapshot.Store, url string) {

@@ -33,6 +33,7 @@ var cases = []struct {
 	{"RegressedCursor", testRegressedCursor},
 	{"ZeroCursorNeedsRelist", testZeroCursorNeedsRelist},
 	{"StallAndHead", testStallAndHead},
+	{"ReadTellsDeletedRevisions", testReadTellsDeletedRevisions},
 	{"FleetTables", testFleetTables},
 	{"HeartbeatClash", testHeartbeatClash},
 	{"PlatformUpserts", testPlatformUpserts},

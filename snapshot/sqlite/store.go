@@ -434,8 +434,9 @@ func (s *Store) Relist(ctx context.Context) (snapshot.Rows, snapshot.Cursor, err
 		c    snapshot.Cursor
 		at   string
 	)
-	err = tx.QueryRowContext(ctx, `SELECT store_id, `+sqliteHead+`, strftime('%Y-%m-%dT%H:%M:%fZ', 'now')
-FROM sys_reconciler_state st WHERE id = 1`).Scan(&c.StoreID, &c.Seq, &at)
+	err = tx.QueryRowContext(ctx, `SELECT store_id, `+sqliteHead+`, strftime('%Y-%m-%dT%H:%M:%fZ', 'now'),
+  (SELECT coalesce(max(revision), 0) FROM sys_reconciler_revision)
+FROM sys_reconciler_state st WHERE id = 1`).Scan(&c.StoreID, &c.Seq, &at, &rows.Revision)
 	if errors.Is(err, sql.ErrNoRows) {
 		return snapshot.Rows{}, snapshot.Cursor{}, fmt.Errorf("relist %s: %w: no sys_reconciler_state row", s.url, snapshot.ErrSchema)
 	}
@@ -487,11 +488,21 @@ func (s *Store) Read(ctx context.Context, addrs []snapshot.Address) (snapshot.Ro
 	if err == nil && len(cred) > 0 {
 		rows.Credentials, err = sqliteSelect(ctx, tx, sqSelectCredential+" WHERE c.ref"+in+" ORDER BY c.ref", []any{jsonKeys(cred)}, scanSQLiteCredential)
 	}
+	if err == nil {
+		err = tx.QueryRowContext(ctx, sqliteReadRevision, jsonKeys(meta), jsonKeys(secret), jsonKeys(cred)).Scan(&rows.Revision)
+	}
 	if err != nil {
 		return snapshot.Rows{}, s.interpretError("read", err)
 	}
 	return rows, nil
 }
+
+// sqliteReadRevision is the highest revision of the addresses read,
+// deleted rows' tombstones included (primary-key lookups).
+const sqliteReadRevision = `SELECT coalesce(max(revision), 0) FROM sys_reconciler_revision
+WHERE (source = 'sys_metadata' AND key IN (SELECT value FROM json_each(?1)))
+   OR (source = 'sys_secret' AND key IN (SELECT value FROM json_each(?2)))
+   OR (source = 'sys_connector_credential' AND key IN (SELECT value FROM json_each(?3)))`
 
 // Prune implements Source: it deletes up to the newest entry older than
 // retention and records that seq as the horizon, and drops the revisions
