@@ -527,7 +527,7 @@ func (r *Reconciler) Guard() GuardStatus {
 // Never blocks.
 func (r *Reconciler) ReleaseGuard() {
 	r.releaseAsked.Store(true)
-	r.Trigger()
+	r.Reconcile()
 }
 
 // noteStore records the store id of a relist's cursor, qualifying the

@@ -34,7 +34,7 @@ const (
 
 const (
 	flagHint uint32 = 1 << iota
-	flagTrigger
+	flagManual
 	flagResync
 	flagRetry
 	flagRevalidated
@@ -187,8 +187,9 @@ func (r *Reconciler) signal(f uint32) {
 // bursts coalesce into one pass.
 func (r *Reconciler) Hint() { r.signal(flagHint) }
 
-// Trigger asks for a pass now (SIGHUP, POST /v1/reconcile). Never blocks.
-func (r *Reconciler) Trigger() { r.signal(flagTrigger) }
+// Reconcile asks for a pass now (SIGHUP, POST /v1/reconcile, reconciler
+// trigger); that pass has CauseManual. Never blocks.
+func (r *Reconciler) Reconcile() { r.signal(flagManual) }
 
 // Resync asks for a full relist now (SIGUSR1, POST /v1/resync). Never blocks.
 func (r *Reconciler) Resync() { r.signal(flagResync) }
@@ -401,7 +402,7 @@ func (r *Reconciler) decide(now time.Time, flags uint32, nextPoll, nextResync ti
 		return CauseAntiEntropy, true
 	case flags&flagRetry != 0:
 		return CauseItemRetry, false
-	case flags&flagTrigger != 0:
+	case flags&flagManual != 0:
 		return CauseManual, false
 	case flags&flagHint != 0:
 		return CauseHint, false
