@@ -151,6 +151,17 @@ func StartedAddr(logs string) string {
 	return ""
 }
 
+// Open reports whether done is still open: a process whose wait closes
+// done has not exited.
+func Open(done <-chan struct{}) bool {
+	select {
+	case <-done:
+		return false
+	default:
+		return true
+	}
+}
+
 // Combined runs cmd to completion and returns its exit code and its
 // combined output; an error other than a non-zero exit fails the test.
 func Combined(t testing.TB, cmd *exec.Cmd) (code int, out string) {
