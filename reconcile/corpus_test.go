@@ -25,8 +25,7 @@ func TestCorpus(t *testing.T) {
 	snapshottest.Each(t, func(t *testing.T, s snapshot.Store, url string) {
 		var account json.RawMessage
 		for _, it := range items {
-			snapshottest.Exec(t, url, `INSERT INTO sys_metadata (id, type, name, metadata) VALUES ($1, $2, $3, $4)`,
-				it.Type+"-"+it.Name, it.Type, it.Name, string(it.Body))
+			snapshottest.Exec(t, url, corpus.Insert, it.Row()...)
 			if it.Type == "object" && it.Name == "account" {
 				account = it.Body
 			}

@@ -26,8 +26,7 @@ func TestExplainCorpus(t *testing.T) {
 	}
 	snapshottest.Each(t, func(t *testing.T, s snapshot.Store, url string) {
 		for _, it := range items {
-			snapshottest.Exec(t, url, `INSERT INTO sys_metadata (id, type, name, metadata) VALUES ($1, $2, $3, $4)`,
-				it.Type+"-"+it.Name, it.Type, it.Name, string(it.Body))
+			snapshottest.Exec(t, url, corpus.Insert, it.Row()...)
 		}
 		b := start(t, s, url, Options{ResyncInterval: -1})
 		ctx := context.Background()

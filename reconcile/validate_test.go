@@ -43,8 +43,7 @@ func TestValidateHotCRM(t *testing.T) {
 	}
 	snapshottest.Each(t, func(t *testing.T, s snapshot.Store, url string) {
 		for _, it := range items {
-			snapshottest.Exec(t, url, `INSERT INTO sys_metadata (id, type, name, metadata) VALUES ($1, $2, $3, $4)`,
-				it.Type+"-"+it.Name, it.Type, it.Name, string(it.Body))
+			snapshottest.Exec(t, url, corpus.Insert, it.Row()...)
 		}
 		before := storeState(t, url)
 		ctx := context.Background()

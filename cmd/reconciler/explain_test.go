@@ -63,8 +63,7 @@ func TestExplainCorpusProcess(t *testing.T) {
 	}
 	eachStore(t, func(t *testing.T, url string) {
 		for _, it := range items {
-			snapshottest.Exec(t, url, `INSERT INTO sys_metadata (id, type, name, metadata) VALUES ($1, $2, $3, $4)`,
-				it.Type+"-"+it.Name, it.Type, it.Name, string(it.Body))
+			snapshottest.Exec(t, url, corpus.Insert, it.Row()...)
 		}
 		snapshottest.Exec(t, url, `INSERT INTO sys_metadata (id, type, name, state, metadata) VALUES ('hook-draft', 'hook', 'AccountHealthScoreTrigger', 'draft', '{"object":"account"}')`)
 		dir := t.TempDir()
