@@ -252,15 +252,15 @@ func pkgLess(a, b string) bool {
 	return a < b
 }
 
-// ref is the metadata reference a want stands for, as reasons name it.
-func (w want) ref() metadata.Ref {
+// reference is the metadata reference a want stands for, as reasons name it.
+func (w want) reference() metadata.Reference {
 	switch w.kind {
 	case registry.KindEngine:
-		return metadata.Ref{Kind: metadata.RefKind(w.typ), Name: w.name}
+		return metadata.Reference{Kind: metadata.RefKind(w.typ), Name: w.name}
 	case registry.KindCredential:
-		return metadata.Ref{Kind: metadata.RefCredential, Name: credentialName(w.name)}
+		return metadata.Reference{Kind: metadata.RefCredential, Name: credentialName(w.name)}
 	}
-	return metadata.Ref{Kind: metadata.RefKind(w.kind), Name: w.name}
+	return metadata.Reference{Kind: metadata.RefKind(w.kind), Name: w.name}
 }
 
 // credentialWant is the want of a credential named in a body: a
