@@ -258,9 +258,16 @@ const clockTick = 10 * time.Millisecond
 // total returns the cluster's CPU time (postmaster + children) per pid.
 func (s serverCPU) total() map[int]time.Duration {
 	out := map[int]time.Duration{}
+	family(s.postmaster, func(pid int, st procStat) { out[pid] = time.Duration(st.utime+st.stm) * clockTick })
+	return out
+}
+
+// family calls fn for root and each of its children alive now, with their
+// /proc stat.
+func family(root int, fn func(pid int, st procStat)) {
 	ents, err := os.ReadDir("/proc")
 	if err != nil {
-		return out
+		return
 	}
 	for _, e := range ents {
 		pid, err := strconv.Atoi(e.Name())
@@ -268,12 +275,11 @@ func (s serverCPU) total() map[int]time.Duration {
 			continue
 		}
 		st, err := readStat(pid)
-		if err != nil || (pid != s.postmaster && st.ppid != s.postmaster) {
+		if err != nil || (pid != root && st.ppid != root) {
 			continue
 		}
-		out[pid] = time.Duration(st.utime+st.stm) * clockTick
+		fn(pid, st)
 	}
-	return out
 }
 
 // cpuDelta is the CPU the cluster used between two total() readings;

@@ -26,29 +26,11 @@ func measureFleet(ctx context.Context, cfg Config, db *benchDB, ss *pgss, logf f
 	var out []fleetResult
 	for _, n := range append([]int{0}, cfg.FleetSizes...) {
 		loops := make([]*loop, n)
-		var (
-			wg   sync.WaitGroup
-			mu   sync.Mutex
-			ferr error
-		)
-		sem := make(chan struct{}, 4)
-		for i := range n {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				sem <- struct{}{}
-				defer func() { <-sem }()
-				l, err := startLoop(ctx, db.url, loopOptions{interval: cfg.FleetInterval, jitter: true, maxConns: 2})
-				mu.Lock()
-				defer mu.Unlock()
-				if err != nil {
-					ferr = err
-					return
-				}
-				loops[i] = l
-			}()
-		}
-		wg.Wait()
+		ferr := startEach(n, 4, func(i int) error {
+			l, err := startLoop(ctx, db.url, loopOptions{interval: cfg.FleetInterval, jitter: true, maxConns: 2})
+			loops[i] = l
+			return err
+		})
 		stopAll := func() {
 			for _, l := range loops {
 				if l != nil {
@@ -89,4 +71,28 @@ func measureFleet(ctx context.Context, cfg Config, db *benchDB, ss *pgss, logf f
 		out = append(out, r)
 	}
 	return out, nil
+}
+
+// startEach calls start(i) for each i below n, at most par at a time, and
+// returns one of the errors (nil when every call succeeded).
+func startEach(n, par int, start func(i int) error) error {
+	var (
+		wg   sync.WaitGroup
+		mu   sync.Mutex
+		ferr error
+	)
+	sem := make(chan struct{}, par)
+	for i := range n {
+		wg.Go(func() {
+			sem <- struct{}{}
+			defer func() { <-sem }()
+			if err := start(i); err != nil {
+				mu.Lock()
+				ferr = err
+				mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	return ferr
 }

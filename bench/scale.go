@@ -392,29 +392,9 @@ type fleet struct {
 func startFleet(ctx context.Context, env *scaleEnv, n int, interval time.Duration) (*fleet, error) {
 	fctx, cancel := context.WithCancel(ctx)
 	f := &fleet{cancel: cancel}
-	var (
-		mu   sync.Mutex
-		ferr error
-		wg   sync.WaitGroup
-		sem  = make(chan struct{}, 8)
-	)
-	for i := range n {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			sem <- struct{}{}
-			defer func() { <-sem }()
-			if err := f.startOne(fctx, env, i, interval); err != nil {
-				mu.Lock()
-				ferr = err
-				mu.Unlock()
-			}
-		}()
-	}
-	wg.Wait()
-	if ferr != nil {
+	if err := startEach(n, 8, func(i int) error { return f.startOne(fctx, env, i, interval) }); err != nil {
 		f.stop()
-		return nil, ferr
+		return nil, err
 	}
 	return f, nil
 }

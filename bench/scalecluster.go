@@ -191,31 +191,16 @@ func (c *pgCluster) postmaster() (int, error) {
 // children, per pid.
 func cpuNS(root int) map[int]int64 {
 	out := map[int]int64{}
-	ents, err := os.ReadDir("/proc")
-	if err != nil {
-		return out
-	}
-	for _, e := range ents {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		if pid != root {
-			st, err := readStat(pid)
-			if err != nil || st.ppid != root {
-				continue
-			}
-		}
+	family(root, func(pid int, _ procStat) {
 		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/schedstat", pid))
 		if err != nil {
-			continue
+			return
 		}
-		f := strings.Fields(string(b))
-		if len(f) > 0 {
+		if f := strings.Fields(string(b)); len(f) > 0 {
 			ns, _ := strconv.ParseInt(f[0], 10, 64)
 			out[pid] = ns
 		}
-	}
+	})
 	return out
 }
 

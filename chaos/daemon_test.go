@@ -155,15 +155,7 @@ func tail(s string, n int) string {
 func (d *daemon) running() bool {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	if d.cmd == nil {
-		return false
-	}
-	select {
-	case <-d.done:
-		return false
-	default:
-		return true
-	}
+	return d.cmd != nil && proctest.Open(d.done)
 }
 
 // kill sends SIGKILL and waits for the process to be gone.

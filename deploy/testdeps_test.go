@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/objectstack-fleet/reconciler/internal/proctest"
 )
 
 // testDeps runs scripts/test-deps.sh target as a user other than root
@@ -48,13 +50,7 @@ func testDeps(t *testing.T, bin, target string) (int, string) {
 	}
 	cmd := exec.Command(args[0], args[1:]...)
 	cmd.Env = []string{"PATH=" + bin}
-	out, err := cmd.CombinedOutput()
-	if ee, ok := err.(*exec.ExitError); ok {
-		return ee.ExitCode(), string(out)
-	} else if err != nil {
-		t.Fatal(err)
-	}
-	return 0, string(out)
+	return proctest.Combined(t, cmd)
 }
 
 // make test fails at once naming the Debian packages of the tools it

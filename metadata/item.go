@@ -25,14 +25,15 @@ const (
 	RefCredential RefKind = "credential"
 )
 
-// Ref is one reference from a body to something it needs.
-type Ref struct {
+// Reference is one reference from a body to something it needs, by kind
+// and name (unresolved; registry.Ref is the address of an entry).
+type Reference struct {
 	Kind RefKind
 	Name string
 }
 
 // String returns "object account", the way reasons name a reference.
-func (r Ref) String() string { return string(r.Kind) + " " + r.Name }
+func (r Reference) String() string { return string(r.Kind) + " " + r.Name }
 
 // SecretID returns the sys_secret id a credential ref names, and whether it
 // names one ("sys_secret:<id>" with a non-empty id).
@@ -50,7 +51,7 @@ type Item struct {
 	// (so two bodies that differ only in member order give equal Refs). A
 	// reference to the item itself (an object with a lookup to its own
 	// type) is kept: it resolves to the item.
-	Refs []Ref
+	Refs []Reference
 	// Desired is false for a disabled connector (enabled: false) and an
 	// inactive datasource (active: false): such an item is not built.
 	Desired bool
@@ -119,14 +120,14 @@ type Datasource struct {
 // (a scan while there are few, a map beyond). The first few are kept in
 // place: most bodies name no more, and collecting them allocates nothing.
 type refSet struct {
-	few  [smallSet]Ref
+	few  [smallSet]Reference
 	n    int // of few in use; beyond them, list holds them all
-	seen map[Ref]struct{}
-	list []Ref
+	seen map[Reference]struct{}
+	list []Reference
 }
 
 func (s *refSet) add(kind RefKind, name string) {
-	r := Ref{Kind: kind, Name: name}
+	r := Reference{Kind: kind, Name: name}
 	if s.seen == nil {
 		if slices.Contains(s.few[:s.n], r) {
 			return
@@ -136,8 +137,8 @@ func (s *refSet) add(kind RefKind, name string) {
 			s.n++
 			return
 		}
-		s.seen = make(map[Ref]struct{}, 2*smallSet)
-		s.list = make([]Ref, 0, 2*smallSet)
+		s.seen = make(map[Reference]struct{}, 2*smallSet)
+		s.list = make([]Reference, 0, 2*smallSet)
 		for _, x := range s.few {
 			s.seen[x] = struct{}{}
 			s.list = append(s.list, x)
@@ -151,7 +152,7 @@ func (s *refSet) add(kind RefKind, name string) {
 }
 
 // all returns the references collected, in the order added.
-func (s *refSet) all() []Ref {
+func (s *refSet) all() []Reference {
 	if s.list != nil {
 		return s.list
 	}
@@ -165,7 +166,7 @@ func (s *refSet) all() []Ref {
 func (s *refSet) item(it Item) *Item {
 	refs := s.all()
 	if len(refs) > 1 {
-		slices.SortFunc(refs, func(a, b Ref) int {
+		slices.SortFunc(refs, func(a, b Reference) int {
 			if c := strings.Compare(string(a.Kind), string(b.Kind)); c != 0 {
 				return c
 			}
@@ -176,15 +177,15 @@ func (s *refSet) item(it Item) *Item {
 	case 1:
 		x := &struct {
 			it   Item
-			refs [1]Ref
-		}{it, [1]Ref{refs[0]}}
+			refs [1]Reference
+		}{it, [1]Reference{refs[0]}}
 		x.it.Refs = x.refs[:]
 		return &x.it
 	case 2:
 		x := &struct {
 			it   Item
-			refs [2]Ref
-		}{it, [2]Ref{refs[0], refs[1]}}
+			refs [2]Reference
+		}{it, [2]Reference{refs[0], refs[1]}}
 		x.it.Refs = x.refs[:]
 		return &x.it
 	}

@@ -94,7 +94,7 @@ func FuzzParse(f *testing.F) {
 			}
 			return
 		}
-		seen := map[Ref]bool{}
+		seen := map[Reference]bool{}
 		for _, r := range it.Refs {
 			if seen[r] || blank(r.Name) {
 				t.Fatalf("bad refs %v", it.Refs)

@@ -17,7 +17,7 @@ const maxNameInReason = 128
 // missing, the reason stays short (at most five, each name shortened), so
 // a hostile body cannot flood logs or reports through it. refs are named in
 // the order given.
-func DescribeMissing(refs []Ref) string {
+func DescribeMissing(refs []Reference) string {
 	var b strings.Builder
 	b.WriteString("references missing ")
 	n := min(len(refs), maxListed)

@@ -14,11 +14,11 @@ import (
 	"github.com/objectstack-fleet/reconciler/metadata"
 )
 
-func refs(spec ...string) []metadata.Ref {
-	var out []metadata.Ref
+func refs(spec ...string) []metadata.Reference {
+	var out []metadata.Reference
 	for _, s := range spec {
 		kind, name, _ := strings.Cut(s, " ")
-		out = append(out, metadata.Ref{Kind: metadata.RefKind(kind), Name: name})
+		out = append(out, metadata.Reference{Kind: metadata.RefKind(kind), Name: name})
 	}
 	return out
 }
@@ -304,13 +304,13 @@ func TestFaultQuotesShortly(t *testing.T) {
 
 func TestDescribeMissing(t *testing.T) {
 	t.Parallel()
-	many := make([]metadata.Ref, 40_000)
+	many := make([]metadata.Reference, 40_000)
 	for i := range many {
-		many[i] = metadata.Ref{Kind: metadata.RefObject, Name: fmt.Sprintf("o%d", i)}
+		many[i] = metadata.Reference{Kind: metadata.RefObject, Name: fmt.Sprintf("o%d", i)}
 	}
-	long := metadata.Ref{Kind: metadata.RefObject, Name: strings.Repeat("x", 100_000)}
+	long := metadata.Reference{Kind: metadata.RefObject, Name: strings.Repeat("x", 100_000)}
 	for _, tt := range []struct {
-		refs []metadata.Ref
+		refs []metadata.Reference
 		want string
 	}{
 		{refs("object account"), "references missing object account"},
@@ -322,7 +322,7 @@ func TestDescribeMissing(t *testing.T) {
 			t.Errorf("DescribeMissing = %q, want %q", got, tt.want)
 		}
 	}
-	if got := metadata.DescribeMissing([]metadata.Ref{long}); len(got) > 200 {
+	if got := metadata.DescribeMissing([]metadata.Reference{long}); len(got) > 200 {
 		t.Errorf("DescribeMissing of a long name is %d bytes", len(got))
 	}
 }

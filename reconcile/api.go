@@ -82,27 +82,29 @@ type Options struct {
 	ReplicaDrift func() *registry.ReplicaReport
 }
 
-// Trigger names why a pass ran (label of reconciler_passes_total).
-type Trigger string
+// Cause names why a pass ran: the value of the "trigger" label of
+// reconciler_passes_total and of PassResult's "trigger" member.
+type Cause string
 
-// The triggers.
+// The causes. CauseManual's value is "trigger", after the CLI command
+// (reconciler trigger, POST /v1/reconcile, SIGHUP) that asks for it.
 const (
-	TriggerStart       Trigger = "start"
-	TriggerPoll        Trigger = "poll"
-	TriggerHint        Trigger = "hint"
-	TriggerManual      Trigger = "trigger"
-	TriggerResync      Trigger = "resync"
-	TriggerAntiEntropy Trigger = "anti_entropy"
-	TriggerExpired     Trigger = "expired"
-	TriggerRegressed   Trigger = "regressed"
-	TriggerRetry       Trigger = "retry"
-	TriggerRecovered   Trigger = "recovered"
-	TriggerItemRetry   Trigger = "item_retry" // Retry: reconciler retry, POST /v1/item/retry
+	CauseStart       Cause = "start"
+	CausePoll        Cause = "poll"
+	CauseHint        Cause = "hint"
+	CauseManual      Cause = "trigger"
+	CauseResync      Cause = "resync"
+	CauseAntiEntropy Cause = "anti_entropy"
+	CauseExpired     Cause = "expired"
+	CauseRegressed   Cause = "regressed"
+	CauseRetry       Cause = "retry"
+	CauseRecovered   Cause = "recovered"
+	CauseItemRetry   Cause = "item_retry" // Retry: reconciler retry, POST /v1/item/retry
 )
 
 // PassResult describes one pass.
 type PassResult struct {
-	Trigger  Trigger         `json:"trigger"`
+	Cause    Cause           `json:"trigger"`
 	At       time.Time       `json:"at"`
 	Duration time.Duration   `json:"duration"`
 	Relist   bool            `json:"relist"`

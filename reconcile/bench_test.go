@@ -82,7 +82,7 @@ func BenchmarkReconcile100k(b *testing.B) {
 				c0 := cpuTime()
 				for b.Loop() {
 					r := New(s, opts)
-					if err := r.pass(ctx, TriggerStart, true); err != nil {
+					if err := r.pass(ctx, CauseStart, true); err != nil {
 						b.Fatal(err)
 					}
 				}
@@ -93,7 +93,7 @@ func BenchmarkReconcile100k(b *testing.B) {
 			runtime.GC()
 			runtime.ReadMemStats(&before)
 			r := New(s, opts)
-			if err := r.pass(ctx, TriggerStart, true); err != nil {
+			if err := r.pass(ctx, CauseStart, true); err != nil {
 				b.Fatal(err)
 			}
 			runtime.GC()
@@ -103,7 +103,7 @@ func BenchmarkReconcile100k(b *testing.B) {
 
 			b.Run("idle-pass", func(b *testing.B) {
 				for b.Loop() {
-					if err := r.pass(ctx, TriggerPoll, false); err != nil {
+					if err := r.pass(ctx, CausePoll, false); err != nil {
 						b.Fatal(err)
 					}
 				}
@@ -116,7 +116,7 @@ func BenchmarkReconcile100k(b *testing.B) {
 					snapshottest.Exec(b, url, `UPDATE sys_metadata SET metadata = $1 WHERE id = 'o500'`,
 						fmt.Sprintf(`{"fields":{"n%d":{"type":"text"}}}`, i))
 					b.StartTimer()
-					if err := r.pass(ctx, TriggerPoll, false); err != nil {
+					if err := r.pass(ctx, CausePoll, false); err != nil {
 						b.Fatal(err)
 					}
 				}

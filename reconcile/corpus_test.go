@@ -25,8 +25,7 @@ func TestCorpus(t *testing.T) {
 	snapshottest.Each(t, func(t *testing.T, s snapshot.Store, url string) {
 		var account json.RawMessage
 		for _, it := range items {
-			snapshottest.Exec(t, url, `INSERT INTO sys_metadata (id, type, name, metadata) VALUES ($1, $2, $3, $4)`,
-				it.Type+"-"+it.Name, it.Type, it.Name, string(it.Body))
+			snapshottest.Exec(t, url, corpus.Insert, it.Row()...)
 			if it.Type == "object" && it.Name == "account" {
 				account = it.Body
 			}
@@ -78,5 +77,21 @@ func TestCorpus(t *testing.T) {
 		if len(rebuilt) != 20 {
 			t.Fatalf("changing account rebuilt %d items, want 20 (account and the 19 that reference it): %v", len(rebuilt), rebuilt)
 		}
+	})
+}
+
+// eachCorpus runs f on each store kind with the HotCRM corpus (items)
+// written to the store.
+func eachCorpus(t *testing.T, f func(t *testing.T, s snapshot.Store, url string, items []corpus.Item)) {
+	t.Helper()
+	items, err := corpus.Load()
+	if err != nil {
+		t.Fatal(err)
+	}
+	snapshottest.Each(t, func(t *testing.T, s snapshot.Store, url string) {
+		for _, it := range items {
+			snapshottest.Exec(t, url, corpus.Insert, it.Row()...)
+		}
+		f(t, s, url, items)
 	})
 }

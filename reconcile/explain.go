@@ -349,7 +349,7 @@ func (r *Reconciler) RootCauses() []RootCause {
 			dn, ok := r.model.resolveNode(n, w)
 			switch {
 			case !ok:
-				add(RootCause{Cause: "missing " + w.ref().String()}, ref)
+				add(RootCause{Cause: "missing " + w.reference().String()}, ref)
 				found = true
 			case w.kind == registry.KindCredential:
 				heldCred(n, w)

@@ -374,7 +374,7 @@ func (r *Reconciler) releaseGuard(ctx context.Context, all bool, upTo int64) []C
 		r.model.markDependents(syms, dirty)
 		rows := rowSet{}
 		if err := r.readMissing(ctx, dirty, rows); err != nil {
-			r.relistReason = TriggerRecovered // dependents re-resolve at the relist
+			r.relistCause = CauseRecovered // dependents re-resolve at the relist
 		} else if len(dirty) > 0 {
 			ts := make([]target, 0, len(dirty))
 			for ref := range dirty {
@@ -527,17 +527,17 @@ func (r *Reconciler) Guard() GuardStatus {
 // Never blocks.
 func (r *Reconciler) ReleaseGuard() {
 	r.releaseAsked.Store(true)
-	r.Trigger()
+	r.Reconcile()
 }
 
 // noteStore records the store id of a relist's cursor, qualifying the
 // relist's guard reasons when the store went backwards or changed
 // identity.
-func (g *guardState) noteStore(trig Trigger, cur snapshot.Cursor) {
+func (g *guardState) noteStore(cause Cause, cur snapshot.Cursor) {
 	switch {
 	case g.storeID != "" && cur.StoreID != g.storeID:
 		g.why = fmt.Sprintf("; the store changed identity (store id %s, was %s)", cur.StoreID, g.storeID)
-	case trig == TriggerRegressed:
+	case cause == CauseRegressed:
 		g.why = "; the store went backwards (a restore?)"
 	default:
 		g.why = ""

@@ -170,7 +170,7 @@ func (b *bundle) settle() {
 		<-b.passes
 	}
 	mark := time.Now()
-	b.rec.Trigger()
+	b.rec.Reconcile()
 	deadline := time.After(30 * time.Second)
 	for {
 		select {

@@ -10,7 +10,7 @@ import (
 type Metrics struct {
 	Materializations *prometheus.CounterVec // kind, result (ready|degraded|held|panic|timeout)
 	Evictions        *prometheus.CounterVec // kind
-	Passes           *prometheus.CounterVec // trigger
+	Passes           *prometheus.CounterVec // trigger (a Cause)
 	Items            *prometheus.GaugeVec   // kind, state
 	CursorLag        prometheus.Gauge
 	PollDuration     prometheus.Histogram
@@ -100,8 +100,8 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			m.Revalidations.WithLabelValues(string(k), res)
 		}
 	}
-	for _, t := range []Trigger{TriggerStart, TriggerPoll, TriggerHint, TriggerManual, TriggerResync,
-		TriggerAntiEntropy, TriggerExpired, TriggerRegressed, TriggerRetry, TriggerRecovered, TriggerItemRetry} {
+	for _, t := range []Cause{CauseStart, CausePoll, CauseHint, CauseManual, CauseResync,
+		CauseAntiEntropy, CauseExpired, CauseRegressed, CauseRetry, CauseRecovered, CauseItemRetry} {
 		m.Passes.WithLabelValues(string(t))
 		m.Relists.WithLabelValues(string(t))
 	}

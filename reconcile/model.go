@@ -65,9 +65,9 @@ type node struct {
 	// (engine.max_total_bytes): the row is read again at the next poll,
 	// and its entry is left as it is meanwhile (memory.go).
 	deferred bool
-	// body is the digest of the body this node was parsed from (bodySum),
+	// digest is the digest of the body this node was parsed from (bodySum),
 	// for signatures of the same revision.
-	body bodyDigest
+	digest bodyDigest
 	// at is the index of the node's row in its table's rows, in the relist
 	// that built it (buildModel), so that applying that relist finds each
 	// row without an index by address.
@@ -252,15 +252,15 @@ func pkgLess(a, b string) bool {
 	return a < b
 }
 
-// ref is the metadata reference a want stands for, as reasons name it.
-func (w want) ref() metadata.Ref {
+// reference is the metadata reference a want stands for, as reasons name it.
+func (w want) reference() metadata.Reference {
 	switch w.kind {
 	case registry.KindEngine:
-		return metadata.Ref{Kind: metadata.RefKind(w.typ), Name: w.name}
+		return metadata.Reference{Kind: metadata.RefKind(w.typ), Name: w.name}
 	case registry.KindCredential:
-		return metadata.Ref{Kind: metadata.RefCredential, Name: credentialName(w.name)}
+		return metadata.Reference{Kind: metadata.RefCredential, Name: credentialName(w.name)}
 	}
-	return metadata.Ref{Kind: metadata.RefKind(w.kind), Name: w.name}
+	return metadata.Reference{Kind: metadata.RefKind(w.kind), Name: w.name}
 }
 
 // credentialWant is the want of a credential named in a body: a
@@ -308,7 +308,7 @@ func metadataNode(row *snapshot.MetadataRow, lim metadata.Limits) *node {
 		return n
 	}
 	var canonical bool
-	n.body, canonical = bodySum(row.Metadata)
+	n.digest, canonical = bodySum(row.Metadata)
 	if row.Withheld > 0 { // above the store's cap: not even read
 		n.fault = fmt.Sprintf("body is %d bytes, above the store's read cap (snapshot.OpenOptions.MaxBodyBytes)", row.Withheld)
 		if err := lim.CheckBody(row.Withheld); err != nil {
@@ -417,11 +417,11 @@ func signature(n *node, row rowOf, m *model) string {
 		h.str(row.meta.Name)
 		h.str(row.meta.Checksum)
 		h.int(int64(math.Float64bits(row.meta.Version))) // a republished item is rebuilt even if its body is the same
-		body := n.body
+		digest := n.digest
 		if row.meta.Revision != n.rev || row.meta.Revision == 0 {
-			body, _ = bodySum(row.meta.Metadata) // a newer row than the node's (re-read for a dependent)
+			digest, _ = bodySum(row.meta.Metadata) // a newer row than the node's (re-read for a dependent)
 		}
-		h.bytes(body[:])
+		h.bytes(digest[:])
 	case row.cred != nil, row.secret != nil:
 		h.str(n.hold)
 		h.int(n.rev)

@@ -107,13 +107,13 @@ func (r *Reconciler) buildModel(all snapshot.Rows, parsed []*node) *model {
 
 // pass runs one pass. It returns an error only when the store failed; the
 // cursor then stays where it was.
-func (r *Reconciler) pass(ctx context.Context, trig Trigger, relist bool) error {
+func (r *Reconciler) pass(ctx context.Context, cause Cause, relist bool) error {
 	r.land(ctx)
 	start := time.Now()
-	res := PassResult{Trigger: trig, At: start, Relist: relist}
+	res := PassResult{Cause: cause, At: start, Relist: relist}
 	var err error
 	if relist {
-		res.Changes, err = r.relistPass(ctx, trig)
+		res.Changes, err = r.relistPass(ctx, cause)
 	} else {
 		res.Changes, err = r.pollPass(ctx, &res)
 	}
@@ -122,11 +122,11 @@ func (r *Reconciler) pass(ctx context.Context, trig Trigger, relist bool) error 
 	}
 	res.Duration = time.Since(start)
 	res.Cursor = r.cursor
-	r.metrics.Passes.WithLabelValues(string(res.Trigger)).Inc()
+	r.metrics.Passes.WithLabelValues(string(res.Cause)).Inc()
 	if err != nil {
 		r.metrics.StoreErrors.Inc()
 		res.Err = err.Error()
-		r.log.WarnContext(ctx, "pass failed", slog.String("trigger", string(trig)), slog.String("error", err.Error()))
+		r.log.WarnContext(ctx, "pass failed", slog.String("trigger", string(cause)), slog.String("error", err.Error()))
 	}
 	if len(res.Changes) > 0 {
 		r.metrics.PassDuration.Observe(res.Duration.Seconds())
@@ -204,12 +204,12 @@ func (r *Reconciler) pollPass(ctx context.Context, res *PassResult) ([]Change, e
 	switch {
 	case errors.Is(err, snapshot.ErrCursorExpired):
 		r.log.WarnContext(ctx, "cursor expired, relisting", slog.String("cursor", r.cursor.String()))
-		res.Relist, res.Trigger = true, TriggerExpired
-		return r.relistPass(ctx, TriggerExpired)
+		res.Relist, res.Cause = true, CauseExpired
+		return r.relistPass(ctx, CauseExpired)
 	case errors.Is(err, snapshot.ErrCursorRegressed):
 		r.log.WarnContext(ctx, "store watermark went backwards, relisting", slog.String("cursor", r.cursor.String()))
-		res.Relist, res.Trigger = true, TriggerRegressed
-		return r.relistPass(ctx, TriggerRegressed)
+		res.Relist, res.Cause = true, CauseRegressed
+		return r.relistPass(ctx, CauseRegressed)
 	case err != nil:
 		return nil, fmt.Errorf("poll after %s: %w", r.cursor, err)
 	}
@@ -217,8 +217,8 @@ func (r *Reconciler) pollPass(ctx context.Context, res *PassResult) ([]Change, e
 		// A row of a key other rows claim too changed: only a relist
 		// knows which of them wins now (a delete must not evict the key
 		// while another row still claims it).
-		res.Relist, res.Trigger = true, TriggerRecovered
-		return r.relistPass(ctx, TriggerRecovered)
+		res.Relist, res.Cause = true, CauseRecovered
+		return r.relistPass(ctx, CauseRecovered)
 	}
 	now := time.Now()
 	var forced map[registry.Ref]bool
@@ -333,7 +333,7 @@ func (r *Reconciler) applyDelta(ctx context.Context, addrs []snapshot.Address, f
 	if len(creds) > 0 {
 		rebound, err := r.settleOwners(ctx, creds)
 		if err != nil {
-			r.relistReason = TriggerRecovered // the model moved ahead of the registries
+			r.relistCause = CauseRecovered // the model moved ahead of the registries
 			return nil, err
 		}
 		for _, key := range rebound {
@@ -351,7 +351,7 @@ func (r *Reconciler) applyDelta(ctx context.Context, addrs []snapshot.Address, f
 	if err := r.readMissing(ctx, dirty, rows); err != nil {
 		// The model already moved ahead of the registries: re-polling the
 		// same addresses would not find the dependents again, so relist.
-		r.relistReason = TriggerRecovered
+		r.relistCause = CauseRecovered
 		return nil, err
 	}
 	refs := make([]target, 0, len(dirty))
@@ -386,7 +386,7 @@ func (r *Reconciler) readMissing(ctx context.Context, dirty map[registry.Ref]boo
 
 // relistPass reads every row, rebuilds the model and applies every entry
 // whose signature changed, evicting what is no longer desired.
-func (r *Reconciler) relistPass(ctx context.Context, trig Trigger) ([]Change, error) {
+func (r *Reconciler) relistPass(ctx context.Context, cause Cause) ([]Change, error) {
 	restoreGC := func() {}
 	if !r.isSynced() { // the first full sync: the collector may run less (gc.go)
 		restoreGC = raiseGC(r.opts.SyncGCPercent)
@@ -398,22 +398,22 @@ func (r *Reconciler) relistPass(ctx context.Context, trig Trigger) ([]Change, er
 	}
 	if err != nil {
 		restoreGC()
-		r.relistReason = trig
-		return nil, fmt.Errorf("relist (%s): %w", trig, err)
+		r.relistCause = cause
+		return nil, fmt.Errorf("relist (%s): %w", cause, err)
 	}
-	r.metrics.Relists.WithLabelValues(string(trig)).Inc()
-	r.guard.noteStore(trig, cur)
+	r.metrics.Relists.WithLabelValues(string(cause)).Inc()
+	r.guard.noteStore(cause, cur)
 	clear(r.rereads) // the relist's rows say again what is withheld
 	changes, err := r.applyAll(ctx, all, parsed)
 	if err != nil {
 		restoreGC()
-		r.relistReason = trig
-		return nil, fmt.Errorf("relist (%s): %w", trig, err)
+		r.relistCause = cause
+		return nil, fmt.Errorf("relist (%s): %w", cause, err)
 	}
 	restoreGC() // before Synced: a synced process runs at its own setting
 	r.cursor, r.polledAt = cur, polled
 	r.setRevision(maxRevision(all))
-	r.relistReason = ""
+	r.relistCause = ""
 	r.markSynced()
 	return changes, nil
 }

@@ -477,7 +477,7 @@ func TestPendingWhileWaiting(t *testing.T) {
 	})
 	b := start(t, s, url, Options{ResyncInterval: -1, Materializers: map[registry.Kind]Materializer{registry.KindConnector: c}})
 	b.exec(upsertMeta, "s", "connector", "slow", "active", strings.Replace(connectorBodyJSON(""), `"type":"bearer"`, `"type":"none"`, 1))
-	b.rec.Trigger()
+	b.rec.Reconcile()
 	<-entered
 	if e, ok := b.entry(registry.KindConnector, "slow"); !ok || e.State != registry.StatePending || e.Reason != "not tried yet" {
 		t.Fatalf("while materializing: %+v, want pending", e)

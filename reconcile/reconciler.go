@@ -34,7 +34,7 @@ const (
 
 const (
 	flagHint uint32 = 1 << iota
-	flagTrigger
+	flagManual
 	flagResync
 	flagRetry
 	flagRevalidated
@@ -60,7 +60,7 @@ type Reconciler struct {
 	model           *model
 	cursor          snapshot.Cursor
 	polledAt        time.Time // this process's clock when cursor was read
-	relistReason    Trigger   // non-empty: the next pass must relist
+	relistCause     Cause     // non-empty: the next pass must relist
 	retries         map[registry.Ref]time.Time
 	waits           map[registry.Ref]<-chan struct{} // held until a shared resource frees (HeldUntil)
 	flights         []*flight                        // batches outlasting their pass (late.go)
@@ -138,23 +138,23 @@ func New(src Source, opts Options) *Reconciler {
 		metrics = NewMetrics(nil)
 	}
 	r := &Reconciler{
-		src:          src,
-		opts:         opts,
-		log:          log,
-		metrics:      metrics,
-		regs:         registry.NewSet(),
-		wake:         make(chan struct{}, 1),
-		synced:       make(chan struct{}),
-		model:        newModel(opts.CodeObjects, 0),
-		retries:      make(map[registry.Ref]time.Time),
-		waits:        make(map[registry.Ref]<-chan struct{}),
-		inflight:     make(map[registry.Ref]bool),
-		redo:         make(map[registry.Ref]bool),
-		rereads:      make(map[snapshot.Address]bool),
-		relistReason: TriggerStart,
-		abandoned:    newAbandoned(metrics.Abandoned),
-		guard:        newGuardState(opts.Guard),
-		owners:       opts.Owners,
+		src:         src,
+		opts:        opts,
+		log:         log,
+		metrics:     metrics,
+		regs:        registry.NewSet(),
+		wake:        make(chan struct{}, 1),
+		synced:      make(chan struct{}),
+		model:       newModel(opts.CodeObjects, 0),
+		retries:     make(map[registry.Ref]time.Time),
+		waits:       make(map[registry.Ref]<-chan struct{}),
+		inflight:    make(map[registry.Ref]bool),
+		redo:        make(map[registry.Ref]bool),
+		rereads:     make(map[snapshot.Address]bool),
+		relistCause: CauseStart,
+		abandoned:   newAbandoned(metrics.Abandoned),
+		guard:       newGuardState(opts.Guard),
+		owners:      opts.Owners,
 	}
 	if r.owners == nil {
 		r.owners, _ = src.(CredentialOwners)
@@ -187,8 +187,9 @@ func (r *Reconciler) signal(f uint32) {
 // bursts coalesce into one pass.
 func (r *Reconciler) Hint() { r.signal(flagHint) }
 
-// Trigger asks for a pass now (SIGHUP, POST /v1/reconcile). Never blocks.
-func (r *Reconciler) Trigger() { r.signal(flagTrigger) }
+// Reconcile asks for a pass now (SIGHUP, POST /v1/reconcile, reconciler
+// trigger); that pass has CauseManual. Never blocks.
+func (r *Reconciler) Reconcile() { r.signal(flagManual) }
 
 // Resync asks for a full relist now (SIGUSR1, POST /v1/resync). Never blocks.
 func (r *Reconciler) Resync() { r.signal(flagResync) }
@@ -352,19 +353,19 @@ func (r *Reconciler) Run(ctx context.Context) error {
 			flags |= flagHint
 			hintDue = time.Time{}
 		}
-		trig, relist := r.decide(now, flags, nextPoll, nextResync)
-		if trig == TriggerHint {
+		cause, relist := r.decide(now, flags, nextPoll, nextResync)
+		if cause == CauseHint {
 			lastHint, hintDue = now, time.Time{}
 		}
-		if trig == "" {
+		if cause == "" {
 			r.resetTimer(timer, earliest(r.nextDue(nextPoll, nextResync, storeFailures > 0), hintDue))
 			continue
 		}
-		if relist && (trig == TriggerAntiEntropy || trig == TriggerResync) {
+		if relist && (cause == CauseAntiEntropy || cause == CauseResync) {
 			nextResync = now.Add(r.resyncDelay())
 		}
 		// The pass may finish after ctx ends, within the stop bound.
-		err := r.pass(passCtx, trig, relist)
+		err := r.pass(passCtx, cause, relist)
 		if err != nil {
 			storeFailures++
 			nextPoll = time.Now().Add(r.storeBackoff(storeFailures))
@@ -391,24 +392,24 @@ func earliest(due, opt time.Time) time.Time {
 }
 
 // decide picks what to do now: a relist, a poll, or nothing ("").
-func (r *Reconciler) decide(now time.Time, flags uint32, nextPoll, nextResync time.Time) (Trigger, bool) {
+func (r *Reconciler) decide(now time.Time, flags uint32, nextPoll, nextResync time.Time) (Cause, bool) {
 	switch {
-	case r.relistReason != "":
-		return r.relistReason, true
+	case r.relistCause != "":
+		return r.relistCause, true
 	case flags&flagResync != 0:
-		return TriggerResync, true
+		return CauseResync, true
 	case r.opts.ResyncInterval > 0 && !now.Before(nextResync):
-		return TriggerAntiEntropy, true
+		return CauseAntiEntropy, true
 	case flags&flagRetry != 0:
-		return TriggerItemRetry, false
-	case flags&flagTrigger != 0:
-		return TriggerManual, false
+		return CauseItemRetry, false
+	case flags&flagManual != 0:
+		return CauseManual, false
 	case flags&flagHint != 0:
-		return TriggerHint, false
+		return CauseHint, false
 	case !now.Before(nextPoll):
-		return TriggerPoll, false
+		return CausePoll, false
 	case r.retryDue(now):
-		return TriggerRetry, false
+		return CauseRetry, false
 	}
 	return "", false
 }

@@ -23,7 +23,7 @@ func (r *Reconciler) desired(st step) (Desired, string) {
 	if n.fault != "" {
 		return d, n.fault
 	}
-	var missing []metadata.Ref
+	var missing []metadata.Reference
 	for _, w := range n.wants {
 		dep, ok := r.model.resolveNode(n, w)
 		switch w.kind {
@@ -35,7 +35,7 @@ func (r *Reconciler) desired(st step) (Desired, string) {
 			d.CredentialRef, d.Secret = ref, secret
 		case registry.KindConnector:
 			if !ok {
-				missing = append(missing, w.ref())
+				missing = append(missing, w.reference())
 				continue
 			}
 			lent := false
@@ -55,7 +55,7 @@ func (r *Reconciler) desired(st step) (Desired, string) {
 			d.Refs = append(d.Refs, dep.ref)
 		default:
 			if !ok {
-				missing = append(missing, w.ref())
+				missing = append(missing, w.reference())
 			} else if dep != nil { // nil: defined in code
 				d.Refs = append(d.Refs, dep.ref)
 			}

@@ -37,15 +37,7 @@ func storeState(t *testing.T, url string) string {
 // Nothing is written.
 func TestValidateHotCRM(t *testing.T) {
 	t.Parallel()
-	items, err := corpus.Load()
-	if err != nil {
-		t.Fatal(err)
-	}
-	snapshottest.Each(t, func(t *testing.T, s snapshot.Store, url string) {
-		for _, it := range items {
-			snapshottest.Exec(t, url, `INSERT INTO sys_metadata (id, type, name, metadata) VALUES ($1, $2, $3, $4)`,
-				it.Type+"-"+it.Name, it.Type, it.Name, string(it.Body))
-		}
+	eachCorpus(t, func(t *testing.T, s snapshot.Store, url string, items []corpus.Item) {
 		before := storeState(t, url)
 		ctx := context.Background()
 		v, err := Validate(ctx, s, Options{}, []Proposed{{Row: snapshot.MetadataRow{Type: "object", Name: "account"}, Delete: true}})

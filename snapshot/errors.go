@@ -2,7 +2,7 @@ package snapshot
 
 import "errors"
 
-// Sentinel errors of a Source. Implementations map driver errors to these
+// Sentinel errors of a Store. Implementations map driver errors to these
 // so that callers never see pgx or sqlite types.
 var (
 	// ErrCursorExpired: journal entries past the cursor were pruned.

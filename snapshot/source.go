@@ -30,7 +30,7 @@ type Address struct {
 }
 
 // Cursor is where a poll resumes. It is opaque to callers apart from its
-// printed form; compare cursors only through a Source.
+// printed form; compare cursors only through a Store.
 type Cursor struct {
 	// StoreID identifies the store (set at migrate); a different one means a
 	// new database, so the cursor has regressed.
@@ -243,65 +243,6 @@ type Watermark struct {
 	// included), RevisionAt when it was written (zero: none yet).
 	Revision   int64     `json:"revision"`
 	RevisionAt time.Time `json:"revision_at,omitzero"`
-}
-
-// Source is the store seen by the reconcile loop. Implementations are safe
-// for concurrent use.
-type Source interface {
-	// Poll returns the addresses changed since cur (duplicates possible) and
-	// the cursor to resume from. It returns ErrCursorExpired when entries
-	// past cur were pruned and ErrCursorRegressed when the store went
-	// backwards or is another store; the caller must Relist.
-	Poll(ctx context.Context, cur Cursor) ([]Address, Cursor, error)
-	// Read returns the current rows for the addresses (any table), whatever
-	// their state; missing keys were deleted.
-	Read(ctx context.Context, addrs []Address) (Rows, error)
-	// Relist reads, in one consistent snapshot, every sys_metadata row in
-	// state "active", every sys_secret row and every credential row, and
-	// returns the cursor that resumes exactly after it.
-	Relist(ctx context.Context) (Rows, Cursor, error)
-	// Prune deletes journal entries older than retention, records the pruned
-	// horizon and returns how many were deleted. Safe to call from every
-	// replica: one at a time does the work.
-	Prune(ctx context.Context, retention time.Duration) (int64, error)
-	// Stall reports what cur cannot see yet, naming open writing
-	// transactions older than minAge. On PostgreSQL a transaction is named
-	// once an earlier poll or call, at least minAge before, saw its xid
-	// below the snapshot's xmax (a later transaction had completed: any
-	// write, the replicas' heartbeats at least every 30s); with minAge 0,
-	// at once. So a fleet's checks read the server's activity list only
-	// while some write has been open that long, and a check with the
-	// cursor of the store's latest poll sends no statement when that poll's
-	// snapshot lists no such xid (with a standby: see postgres.Store.Stall).
-	Stall(ctx context.Context, cur Cursor, minAge time.Duration) (Stall, error)
-	// Head returns the store's current watermark.
-	Head(ctx context.Context) (Watermark, error)
-
-	// Heartbeat upserts this replica's row. It returns the other process
-	// ("host pid N") whose heartbeat under the same replica id it replaced,
-	// when that one wrote after r.StartedAt and had not stopped: two live
-	// processes share the id ("" when not).
-	Heartbeat(ctx context.Context, r Replica) (clash string, err error)
-	// Replicas lists every replica's heartbeat row.
-	Replicas(ctx context.Context) ([]Replica, error)
-	// WriteDrift stores the latest drift report of a replica.
-	WriteDrift(ctx context.Context, replicaID string, at time.Time, report json.RawMessage) error
-
-	// SyncGuard makes a replica's pending guarded evictions exactly keep
-	// (records already stored keep their release stamp, new ones are
-	// stamped with the newest release) and returns them as stored.
-	SyncGuard(ctx context.Context, replica string, keep []GuardRecord) ([]GuardRecord, error)
-	// LoadGuard returns a replica's pending guarded evictions.
-	LoadGuard(ctx context.Context, replica string) ([]GuardRecord, error)
-	// Guards returns every replica's pending guarded evictions.
-	Guards(ctx context.Context) ([]GuardRecord, error)
-	// ReleaseGuard records a release of the fleet's guarded evictions (by
-	// names who released); LatestRelease returns the newest (ID 0: none).
-	ReleaseGuard(ctx context.Context, by string) (GuardRelease, error)
-	LatestRelease(ctx context.Context) (GuardRelease, error)
-
-	// Close releases the store's connections.
-	Close()
 }
 
 // Hinter is implemented by stores that can wake the loop early. Listen

@@ -63,8 +63,7 @@ func TestExplainCorpusProcess(t *testing.T) {
 	}
 	eachStore(t, func(t *testing.T, url string) {
 		for _, it := range items {
-			snapshottest.Exec(t, url, `INSERT INTO sys_metadata (id, type, name, metadata) VALUES ($1, $2, $3, $4)`,
-				it.Type+"-"+it.Name, it.Type, it.Name, string(it.Body))
+			snapshottest.Exec(t, url, corpus.Insert, it.Row()...)
 		}
 		snapshottest.Exec(t, url, `INSERT INTO sys_metadata (id, type, name, state, metadata) VALUES ('hook-draft', 'hook', 'AccountHealthScoreTrigger', 'draft', '{"object":"account"}')`)
 		dir := t.TempDir()
@@ -190,12 +189,8 @@ func TestRetryHealsHeldConnectorProcess(t *testing.T) {
 			_, _ = w.Write([]byte(`{"ok":true}`))
 		}))
 		t.Cleanup(up.Close)
-		snapshottest.Exec(t, url, `INSERT INTO sys_connector_credential (ref, value) VALUES ('crm-token', 'tok')`)
-		snapshottest.Exec(t, url, `INSERT INTO sys_metadata (id, type, name, metadata) VALUES ('c1', 'connector', 'crm', $1)`,
-			connectorBody(up.URL, "crm-token"))
 		dir := t.TempDir()
-		d := startDaemon(t, daemonOpts{dir: dir, args: []string{"--store.url", url, "--poll.interval", "200ms",
-			"--hint.listen=false", "--drift.dir", "./drift"}})
+		d := crmDaemon(t, dir, url, up.URL)
 		eventually(t, 60*time.Second, "crm held", func() bool {
 			it, ok := d.item("connector", "crm")
 			return ok && it.State == "held" && it.Reason == "refused upstream: 401"
@@ -251,6 +246,18 @@ func TestRetryHealsHeldConnectorProcess(t *testing.T) {
 	})
 }
 
+// crmDaemon writes the connector crm (bearer credential crm-token) whose
+// upstream is upURL and starts a daemon in dir on the store at url, with
+// args beside the common ones.
+func crmDaemon(t *testing.T, dir, url, upURL string, args ...string) *proc {
+	t.Helper()
+	snapshottest.Exec(t, url, `INSERT INTO sys_connector_credential (ref, value) VALUES ('crm-token', 'tok')`)
+	snapshottest.Exec(t, url, `INSERT INTO sys_metadata (id, type, name, metadata) VALUES ('c1', 'connector', 'crm', $1)`,
+		connectorBody(upURL, "crm-token"))
+	return startDaemon(t, daemonOpts{dir: dir, args: append([]string{"--store.url", url, "--poll.interval", "200ms",
+		"--hint.listen=false", "--drift.dir", "./drift"}, args...)})
+}
+
 func grepLines(text, substr string) string {
 	var out []string
 	for _, l := range strings.Split(text, "\n") {
@@ -278,12 +285,8 @@ func TestRevalidateProcess(t *testing.T) {
 			_, _ = w.Write([]byte(`{"ok":true}`))
 		}))
 		t.Cleanup(up.Close)
-		snapshottest.Exec(t, url, `INSERT INTO sys_connector_credential (ref, value) VALUES ('crm-token', 'tok')`)
-		snapshottest.Exec(t, url, `INSERT INTO sys_metadata (id, type, name, metadata) VALUES ('c1', 'connector', 'crm', $1)`,
-			connectorBody(up.URL, "crm-token"))
 		dir := t.TempDir()
-		d := startDaemon(t, daemonOpts{dir: dir, args: []string{"--store.url", url, "--poll.interval", "200ms",
-			"--hint.listen=false", "--drift.dir", "./drift", "--revalidate.interval", "2s"}})
+		d := crmDaemon(t, dir, url, up.URL, "--revalidate.interval", "2s")
 		eventually(t, 60*time.Second, "crm ready", func() bool {
 			it, ok := d.item("connector", "crm")
 			return ok && it.State == "ready"

@@ -53,7 +53,7 @@ func runStatus(ctx context.Context, c *cli, fs *pflag.FlagSet) error {
 	fmt.Fprintf(w, "cursor\t%s (lag %.1fs)\n", clean(st.Cursor.String()), st.LagSeconds)
 	fmt.Fprintf(w, "passes\t%d\n", st.Passes)
 	if p := st.LastPass; p != nil {
-		fmt.Fprintf(w, "last pass\t%s, %s ago, took %s, %d changes\n", clean(string(p.Trigger)), age(now, p.At), p.Duration.Round(time.Microsecond), len(p.Changes))
+		fmt.Fprintf(w, "last pass\t%s, %s ago, took %s, %d changes\n", clean(string(p.Cause)), age(now, p.At), p.Duration.Round(time.Microsecond), len(p.Changes))
 	}
 	fmt.Fprintf(w, "last error\t%s\n", dash(st.LastError))
 	for _, warn := range st.Warnings {

@@ -23,8 +23,7 @@ func TestValidateCLI(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, it := range items {
-		snapshottest.Exec(t, url, `INSERT INTO sys_metadata (id, type, name, metadata) VALUES ($1, $2, $3, $4)`,
-			it.Type+"-"+it.Name, it.Type, it.Name, string(it.Body))
+		snapshottest.Exec(t, url, corpus.Insert, it.Row()...)
 	}
 	dir := t.TempDir()
 	file := func(name, body string) string {

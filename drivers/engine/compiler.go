@@ -48,7 +48,7 @@ type Item struct {
 	Bytes int
 	// Refs are what the body references (metadata.Parse's order: by kind,
 	// then name; an object's own name included when it references itself).
-	Refs []metadata.Ref
+	Refs []metadata.Reference
 	// Fields are an object's fields in body order (nil for other types).
 	Fields []metadata.Field
 	// Datasource is the datasource an object lives in ("" for the

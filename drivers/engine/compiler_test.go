@@ -27,10 +27,10 @@ func desired(typ, name, body, checksum string) reconcile.Desired {
 	}
 }
 
-func objectRefs(names ...string) []metadata.Ref {
-	var out []metadata.Ref
+func objectRefs(names ...string) []metadata.Reference {
+	var out []metadata.Reference
 	for _, n := range names {
-		out = append(out, metadata.Ref{Kind: metadata.RefObject, Name: n})
+		out = append(out, metadata.Reference{Kind: metadata.RefObject, Name: n})
 	}
 	return out
 }
@@ -44,12 +44,12 @@ func TestMaterializeShapes(t *testing.T) {
 		typ        string
 		body       string
 		wantReason string // "" = compiles
-		refs       []metadata.Ref
+		refs       []metadata.Reference
 		fields     int
 		datasource string
 	}{
 		{"object", "object", `{"name":"t","datasource":"crm","fields":{"a":{"type":"text"},"o":{"type":"lookup","reference":"users"},"p":{"type":"lookup","reference":"account"}}}`, "",
-			append([]metadata.Ref{{Kind: metadata.RefDatasource, Name: "crm"}}, objectRefs("account", "users")...), 3, "crm"},
+			append([]metadata.Reference{{Kind: metadata.RefDatasource, Name: "crm"}}, objectRefs("account", "users")...), 3, "crm"},
 		{"object fields array", "object", `{"fields":[{"name":"a","type":"text"}]}`, "fields must be a JSON object", nil, 0, ""},
 		{"object field no type", "object", `{"fields":{"a":{}}}`, "fields.a.type is required", nil, 0, ""},
 		{"view", "view", `{"object":"account","list":{"data":{"provider":"object","object":"account"}}}`, "", objectRefs("account"), 0, ""},
@@ -242,7 +242,7 @@ func FuzzCompile(f *testing.F) {
 	})
 }
 
-func refLess(a, b metadata.Ref) bool {
+func refLess(a, b metadata.Reference) bool {
 	if a.Kind != b.Kind {
 		return a.Kind < b.Kind
 	}

@@ -276,15 +276,7 @@ func (n *Node) Restart() {
 func (n *Node) Running() bool {
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	if n.cmd == nil {
-		return false
-	}
-	select {
-	case <-n.done:
-		return false
-	default:
-		return true
-	}
+	return n.cmd != nil && proctest.Open(n.done)
 }
 
 func (n *Node) stop() {

@@ -25,13 +25,7 @@ func reconcileCode(t *testing.T, args ...string) (int, string) {
 	t.Helper()
 	cmd := exec.Command(reconcilerBin, args...)
 	cmd.Env = proctest.CleanEnv()
-	out, err := cmd.CombinedOutput()
-	if ee, ok := err.(*exec.ExitError); ok {
-		return ee.ExitCode(), string(out)
-	} else if err != nil {
-		t.Fatal(err)
-	}
-	return 0, string(out)
+	return proctest.Combined(t, cmd)
 }
 
 // servableWithin bounds how long a sidecar takes to verify servability

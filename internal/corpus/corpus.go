@@ -17,6 +17,14 @@ type Item struct {
 	Body json.RawMessage
 }
 
+// Insert writes an item as a sys_metadata row on either store, with
+// Item.Row's arguments: how tests load the corpus.
+const Insert = `INSERT INTO sys_metadata (id, type, name, metadata) VALUES ($1, $2, $3, $4)`
+
+// Row is an item's arguments to Insert: the id "<type>-<name>", its type,
+// its name and its body.
+func (it Item) Row() []any { return []any{it.Type + "-" + it.Name, it.Type, it.Name, string(it.Body)} }
+
 // Source says where the corpus was taken from (repository and commit).
 func Source() (string, error) {
 	var doc struct {

@@ -2,6 +2,7 @@ package corpus_test
 
 import (
 	"encoding/json"
+	"strings"
 	"testing"
 
 	"github.com/objectstack-fleet/reconciler/internal/corpus"
@@ -37,5 +38,17 @@ func TestLoad(t *testing.T) {
 	again[0].Body[0] = 'x'
 	if items[0].Body[0] != '{' {
 		t.Fatal("Load shares bodies between calls")
+	}
+}
+
+func TestRow(t *testing.T) {
+	t.Parallel()
+	it := corpus.Item{Type: "object", Name: "account", Body: []byte(`{"name":"account"}`)}
+	row := it.Row()
+	if len(row) != 4 || row[0] != "object-account" || row[1] != "object" || row[2] != "account" || row[3] != `{"name":"account"}` {
+		t.Fatalf("Row = %v", row)
+	}
+	if strings.Count(corpus.Insert, "$") != len(row) {
+		t.Fatalf("Insert takes %d arguments, Row gives %d", strings.Count(corpus.Insert, "$"), len(row))
 	}
 }

@@ -77,10 +77,10 @@ func (d *Daemon) Resync() {
 	}
 }
 
-// Trigger asks for a pass now. Never blocks.
-func (d *Daemon) Trigger() {
+// Reconcile asks for a pass now. Never blocks.
+func (d *Daemon) Reconcile() {
 	if r := d.rec.Load(); r != nil {
-		r.Trigger()
+		r.Reconcile()
 	}
 }
 
@@ -98,7 +98,7 @@ func (d *Daemon) DriftNow() {
 // log.level, drift.schedule and drift.dir apply at once; other changed keys
 // are named in a warning and apply at the next start.
 func (d *Daemon) Reload() {
-	defer d.Trigger()
+	defer d.Reconcile()
 	if d.opts.Reload == nil {
 		return
 	}

@@ -81,7 +81,7 @@ func (w *beatWake) onPass(p reconcile.PassResult) {
 		w.lastSeq = p.Cursor.Seq
 	}
 	w.mu.Unlock()
-	if len(p.Changes) == 0 && !changed && p.Trigger != reconcile.TriggerStart {
+	if len(p.Changes) == 0 && !changed && p.Cause != reconcile.CauseStart {
 		return
 	}
 	w.poke()

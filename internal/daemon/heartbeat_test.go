@@ -30,14 +30,14 @@ func TestHeartbeatWritesChangesAtOnce(t *testing.T) {
 		pass reconcile.PassResult
 		wake bool
 	}{
-		{"first sync", reconcile.PassResult{Trigger: reconcile.TriggerStart, Cursor: cur(5)}, true},
-		{"idle poll", reconcile.PassResult{Trigger: reconcile.TriggerPoll, Cursor: cur(5)}, false},
-		{"cursor moved", reconcile.PassResult{Trigger: reconcile.TriggerPoll, Cursor: cur(6)}, true},
-		{"idle again", reconcile.PassResult{Trigger: reconcile.TriggerPoll, Cursor: cur(6)}, false},
-		{"applied", reconcile.PassResult{Trigger: reconcile.TriggerPoll, Cursor: cur(6), Changes: []reconcile.Change{{}}}, true},
-		{"store down", reconcile.PassResult{Trigger: reconcile.TriggerPoll, Cursor: cur(6), Err: "down"}, true},
-		{"still down", reconcile.PassResult{Trigger: reconcile.TriggerPoll, Cursor: cur(6), Err: "down"}, false},
-		{"back", reconcile.PassResult{Trigger: reconcile.TriggerPoll, Cursor: cur(6)}, true},
+		{"first sync", reconcile.PassResult{Cause: reconcile.CauseStart, Cursor: cur(5)}, true},
+		{"idle poll", reconcile.PassResult{Cause: reconcile.CausePoll, Cursor: cur(5)}, false},
+		{"cursor moved", reconcile.PassResult{Cause: reconcile.CausePoll, Cursor: cur(6)}, true},
+		{"idle again", reconcile.PassResult{Cause: reconcile.CausePoll, Cursor: cur(6)}, false},
+		{"applied", reconcile.PassResult{Cause: reconcile.CausePoll, Cursor: cur(6), Changes: []reconcile.Change{{}}}, true},
+		{"store down", reconcile.PassResult{Cause: reconcile.CausePoll, Cursor: cur(6), Err: "down"}, true},
+		{"still down", reconcile.PassResult{Cause: reconcile.CausePoll, Cursor: cur(6), Err: "down"}, false},
+		{"back", reconcile.PassResult{Cause: reconcile.CausePoll, Cursor: cur(6)}, true},
 	} {
 		w.onPass(tc.pass)
 		woke := false

@@ -20,8 +20,6 @@ var (
 	// canonicalize: a number beyond the float64 range (Infinity) or
 	// nesting deeper than MaxDepth.
 	ErrUnrepresentable = errors.New("not representable by the platform's canonical form")
-	// ErrMismatch means a stored checksum differs from the body's.
-	ErrMismatch = errors.New("checksum mismatch")
 )
 
 // MaxDepth bounds the nesting of arrays and objects. The platform's
@@ -94,17 +92,4 @@ func (p *parser) canonical(dst, body []byte) ([]byte, error) {
 		return dst, fmt.Errorf("platform checksum: %w", err)
 	}
 	return p.out, nil
-}
-
-// Verify reports whether checksum is the platform's checksum of body; a
-// difference is an error wrapping ErrMismatch naming both values.
-func Verify(body []byte, checksum string) error {
-	got, err := Checksum(body)
-	if err != nil {
-		return err
-	}
-	if got != checksum {
-		return fmt.Errorf("%w: stored %q, body hashes to %q", ErrMismatch, checksum, got)
-	}
-	return nil
 }

@@ -4,8 +4,8 @@ import (
 	"bufio"
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
-	"go.uber.org/goleak"
 	"net"
 	"os"
 	"os/exec"
@@ -14,6 +14,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"go.uber.org/goleak"
 )
 
 // BuildReconciler builds ./cmd/reconciler (pkgDir is its path relative to
@@ -147,6 +149,32 @@ func StartedAddr(logs string) string {
 		}
 	}
 	return ""
+}
+
+// Open reports whether done is still open: a process whose wait closes
+// done has not exited.
+func Open(done <-chan struct{}) bool {
+	select {
+	case <-done:
+		return false
+	default:
+		return true
+	}
+}
+
+// Combined runs cmd to completion and returns its exit code and its
+// combined output; an error other than a non-zero exit fails the test.
+func Combined(t testing.TB, cmd *exec.Cmd) (code int, out string) {
+	t.Helper()
+	b, err := cmd.CombinedOutput()
+	var ee *exec.ExitError
+	if errors.As(err, &ee) {
+		return ee.ExitCode(), string(b)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	return 0, string(b)
 }
 
 // CleanEnv is this process's environment without RECONCILER_ variables,

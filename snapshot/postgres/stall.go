@@ -44,7 +44,7 @@ FROM (SELECT array_agg(pid ORDER BY xact_start) AS pids,
 	stallStandbySQL = "SELECT " + stallPendingStandby + stallRest
 )
 
-// Stall implements Source in one statement on the primary (and, with a
+// Stall implements Store in one statement on the primary (and, with a
 // standby, one more there for its replay state), or in none when the
 // latest poll already answers (stallGate.answer): a fleet's checks then
 // cost the server nothing while no write is held back.

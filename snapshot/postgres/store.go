@@ -165,7 +165,7 @@ func unwrapURLError(err error) string {
 // Kind implements Store.
 func (p *Store) Kind() string { return "postgres" }
 
-// Close implements Source.
+// Close implements Store.
 func (p *Store) Close() {
 	p.pool.Close()
 	if p.standby != nil {
@@ -338,7 +338,7 @@ func parseSnapshot(s string) (pgSnap, error) {
 // again). now() is the store's clock (Cursor.At).
 const pollSQL = `SELECT sys_reconciler_poll_since($1), now()`
 
-// Poll implements Source in one round trip.
+// Poll implements Store in one round trip.
 func (p *Store) Poll(ctx context.Context, cur snapshot.Cursor) ([]snapshot.Address, snapshot.Cursor, error) {
 	if cur.IsZero() {
 		return nil, cur, fmt.Errorf("poll %s: %w (no cursor yet)", p.url, snapshot.ErrCursorExpired)
@@ -460,7 +460,7 @@ FROM sys_secret s LEFT JOIN sys_reconciler_revision r ON r.source = 'sys_secret'
 FROM sys_connector_credential c LEFT JOIN sys_reconciler_revision r ON r.source = 'sys_connector_credential' AND r.key = c.ref`
 )
 
-// Relist implements Source: one REPEATABLE READ, read-only transaction
+// Relist implements Store: one REPEATABLE READ, read-only transaction
 // reads the active sys_metadata rows, every sys_secret and credential row;
 // its own pg_current_snapshot() is the cursor.
 func (p *Store) Relist(ctx context.Context) (snapshot.Rows, snapshot.Cursor, error) {
@@ -607,7 +607,7 @@ func queueCredentials(b *pgx.Batch, rows *snapshot.Rows, query string, args ...a
 	})
 }
 
-// Read implements Source in one round trip (a batch of up to three
+// Read implements Store in one round trip (a batch of up to three
 // selects). Rows are returned whatever their state.
 func (p *Store) Read(ctx context.Context, addrs []snapshot.Address) (snapshot.Rows, error) {
 	meta, secret, cred, err := snapshot.SplitKeys(addrs)
@@ -647,7 +647,7 @@ const pgReadRevision = `SELECT coalesce(max(revision), 0) FROM sys_reconciler_re
 WHERE (source = 'sys_metadata' AND key = ANY($1)) OR (source = 'sys_secret' AND key = ANY($2))
    OR (source = 'sys_connector_credential' AND key = ANY($3))`
 
-// Prune implements Source. Only entries of transactions older than every
+// Prune implements Store. Only entries of transactions older than every
 // open one (xid below the current xmin) are deleted, so the recorded
 // horizon (the highest pruned xid) is exact. It also drops the revisions of
 // rows deleted longer ago than retention.
@@ -690,7 +690,7 @@ WHERE r.updated_at <= now() - make_interval(secs => $1)
     WHEN 'sys_connector_credential' THEN EXISTS (SELECT 1 FROM sys_connector_credential c WHERE c.ref = r.key)
     ELSE false END`
 
-// Head implements Source.
+// Head implements Store.
 func (p *Store) Head(ctx context.Context) (snapshot.Watermark, error) {
 	var w snapshot.Watermark
 	var revAt *time.Time
@@ -712,7 +712,7 @@ func nullTime(t time.Time) *time.Time {
 	return &t
 }
 
-// Heartbeat implements Source.
+// Heartbeat implements Store.
 func (p *Store) Heartbeat(ctx context.Context, r snapshot.Replica) (string, error) {
 	var clash string
 	var clashNow bool
@@ -745,7 +745,7 @@ RETURNING clash, clash_at IS NOT DISTINCT FROM now()`,
 const pgClash = `((o.host, o.pid, o.started_at) IS DISTINCT FROM (EXCLUDED.host, EXCLUDED.pid, EXCLUDED.started_at)
   AND NOT o.stopped AND o.heartbeat_at > EXCLUDED.started_at)`
 
-// Replicas implements Source.
+// Replicas implements Store.
 func (p *Store) Replicas(ctx context.Context) ([]snapshot.Replica, error) {
 	rows, err := p.pool.Query(ctx, `SELECT replica_id, host, pid, version, started_at, heartbeat_at, cursor, cursor_seq,
   cursor_at, counts::text, stopped, last_error, clash, clash_at, node, converged_revision, converged_at, head_revision,
@@ -778,7 +778,7 @@ FROM sys_reconciler_replica o ORDER BY replica_id`)
 	return out, nil
 }
 
-// WriteDrift implements Source.
+// WriteDrift implements Store.
 func (p *Store) WriteDrift(ctx context.Context, replicaID string, at time.Time, report json.RawMessage) error {
 	_, err := p.pool.Exec(ctx, `INSERT INTO sys_reconciler_drift (replica_id, at, report) VALUES ($1, $2, $3::text::jsonb)
 ON CONFLICT (replica_id) DO UPDATE SET at = EXCLUDED.at, report = EXCLUDED.report`, replicaID, at, string(report))

@@ -115,7 +115,7 @@ func newSQLite(rawURL string, opts snapshot.OpenOptions) (*Store, error) {
 // Kind implements Store.
 func (s *Store) Kind() string { return "sqlite" }
 
-// Close implements Source.
+// Close implements Store.
 func (s *Store) Close() { _ = s.db.Close() }
 
 // interpretError maps a sqlite error to the package's sentinels; it is the
@@ -274,7 +274,7 @@ func (s *Store) CheckSchema(ctx context.Context) error {
 
 const sqliteHead = `max(coalesce((SELECT max(seq) FROM sys_reconcile_journal), 0), st.pruned_seq)`
 
-// Poll implements Source with one statement (one consistent read).
+// Poll implements Store with one statement (one consistent read).
 func (s *Store) Poll(ctx context.Context, cur snapshot.Cursor) ([]snapshot.Address, snapshot.Cursor, error) {
 	if cur.IsZero() {
 		return nil, cur, fmt.Errorf("poll %s: %w (no cursor yet)", s.url, snapshot.ErrCursorExpired)
@@ -421,7 +421,7 @@ func scanSQLiteCredential(r *sql.Rows) (snapshot.CredentialRow, error) {
 	return c, err
 }
 
-// Relist implements Source in one read transaction: the active
+// Relist implements Store in one read transaction: the active
 // sys_metadata rows, every sys_secret and credential row.
 func (s *Store) Relist(ctx context.Context) (snapshot.Rows, snapshot.Cursor, error) {
 	tx, err := s.db.BeginTx(ctx, &sql.TxOptions{ReadOnly: true})
@@ -463,7 +463,7 @@ func jsonKeys(keys []string) string {
 	return string(b)
 }
 
-// Read implements Source in one read transaction, whatever the rows' state.
+// Read implements Store in one read transaction, whatever the rows' state.
 func (s *Store) Read(ctx context.Context, addrs []snapshot.Address) (snapshot.Rows, error) {
 	meta, secret, cred, err := snapshot.SplitKeys(addrs)
 	if err != nil {
@@ -504,7 +504,7 @@ WHERE (source = 'sys_metadata' AND key IN (SELECT value FROM json_each(?1)))
    OR (source = 'sys_secret' AND key IN (SELECT value FROM json_each(?2)))
    OR (source = 'sys_connector_credential' AND key IN (SELECT value FROM json_each(?3)))`
 
-// Prune implements Source: it deletes up to the newest entry older than
+// Prune implements Store: it deletes up to the newest entry older than
 // retention and records that seq as the horizon, and drops the revisions
 // of rows deleted longer ago than retention. The write lock makes it one
 // replica at a time.
@@ -547,7 +547,7 @@ WHERE updated_at <= ?
     WHEN 'sys_connector_credential' THEN EXISTS (SELECT 1 FROM sys_connector_credential c WHERE c.ref = sys_reconciler_revision.key)
     ELSE 0 END`
 
-// Stall implements Source. SQLite has no concurrent writers to name.
+// Stall implements Store. SQLite has no concurrent writers to name.
 func (s *Store) Stall(ctx context.Context, cur snapshot.Cursor, _ time.Duration) (snapshot.Stall, error) {
 	var st snapshot.Stall
 	err := s.db.QueryRowContext(ctx, "SELECT count(*) FROM sys_reconcile_journal WHERE seq > ?", cur.Seq).Scan(&st.Pending)
@@ -557,7 +557,7 @@ func (s *Store) Stall(ctx context.Context, cur snapshot.Cursor, _ time.Duration)
 	return st, nil
 }
 
-// Head implements Source.
+// Head implements Store.
 func (s *Store) Head(ctx context.Context) (snapshot.Watermark, error) {
 	var w snapshot.Watermark
 	var at string
@@ -583,7 +583,7 @@ func sqliteTimeArg(t time.Time) any {
 	return t.UTC().Format(sqliteTime)
 }
 
-// Heartbeat implements Source.
+// Heartbeat implements Store.
 func (s *Store) Heartbeat(ctx context.Context, r snapshot.Replica) (string, error) {
 	var clash string
 	var clashNow bool
@@ -616,7 +616,7 @@ RETURNING clash, coalesce(clash_at = `+sqliteNow+`, 0)`,
 const sqliteClash = `((o.host <> excluded.host OR o.pid <> excluded.pid OR o.started_at <> excluded.started_at)
   AND NOT o.stopped AND o.heartbeat_at > excluded.started_at)`
 
-// Replicas implements Source.
+// Replicas implements Store.
 func (s *Store) Replicas(ctx context.Context) ([]snapshot.Replica, error) {
 	out, err := sqliteSelect(ctx, s.db, `SELECT replica_id, host, pid, version, started_at, heartbeat_at, cursor, cursor_seq,
   cursor_at, counts, stopped, last_error, clash, clash_at, node, converged_revision, converged_at, head_revision,
@@ -654,7 +654,7 @@ FROM sys_reconciler_replica o ORDER BY replica_id`, nil, func(r *sql.Rows) (snap
 	return out, nil
 }
 
-// WriteDrift implements Source.
+// WriteDrift implements Store.
 func (s *Store) WriteDrift(ctx context.Context, replicaID string, at time.Time, report json.RawMessage) error {
 	_, err := s.db.ExecContext(ctx, `INSERT INTO sys_reconciler_drift (replica_id, at, report) VALUES (?, ?, ?)
 ON CONFLICT (replica_id) DO UPDATE SET at = excluded.at, report = excluded.report`,

@@ -165,7 +165,7 @@ func (h *Handler) pageData(ctx context.Context) pageData {
 	}
 	if st.LastPass != nil {
 		d.Status.LastPassAt = st.LastPass.At
-		d.Status.LastPassTrig = string(st.LastPass.Trigger)
+		d.Status.LastPassTrig = string(st.LastPass.Cause)
 	}
 	for _, k := range registry.Kinds {
 		c := pageCounts{Kind: k}

@@ -30,7 +30,7 @@ type Backend interface {
 	Status() reconcile.Status
 	Registries() registry.View
 	Synced() <-chan struct{}
-	Trigger()
+	Reconcile()
 	Resync()
 	Drift(ctx context.Context) (reconcile.DriftReport, error)
 }
@@ -343,7 +343,7 @@ func (h *Handler) releaseGuard(w http.ResponseWriter, r *http.Request) {
 }
 
 func (h *Handler) reconcile(w http.ResponseWriter, _ *http.Request) {
-	h.o.Backend.Trigger()
+	h.o.Backend.Reconcile()
 	writeJSON(w, http.StatusAccepted, Triggered{Requested: "reconcile"})
 }
 

@@ -42,7 +42,7 @@ func (b *fakeBackend) Status() reconcile.Status {
 }
 func (b *fakeBackend) Registries() registry.View { return b.regs.View() }
 func (b *fakeBackend) Synced() <-chan struct{}   { return b.synced }
-func (b *fakeBackend) Trigger()                  { b.triggers.Add(1) }
+func (b *fakeBackend) Reconcile()                { b.triggers.Add(1) }
 func (b *fakeBackend) Resync()                   { b.resyncs.Add(1) }
 func (b *fakeBackend) Drift(context.Context) (reconcile.DriftReport, error) {
 	if b.driftErr != nil {
