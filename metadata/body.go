@@ -38,6 +38,14 @@ func ReadBody(b []byte, what string) (Body, error) {
 // message is path, a space, and the formatted text.
 func Faultf(path, format string, args ...any) error { return faultf(path, format, args...) }
 
+// FaultOf is Faultf for a fault that is also cause (errors.Is), a driver's
+// sentinel such as a connector URL outside its baseUrl's origin.
+func FaultOf(cause error, path, format string, args ...any) error {
+	f := faultf(path, format, args...)
+	f.kind = cause
+	return f
+}
+
 // Path returns the path of member key.
 func (b Body) Path(key string) string {
 	if b.path == "" {

@@ -113,3 +113,14 @@ func TestBodyConnectorIsParses(t *testing.T) {
 		}
 	}
 }
+
+func TestFaultOfIsBoth(t *testing.T) {
+	t.Parallel()
+	cause := errors.New("outside the origin")
+	err := metadata.FaultOf(cause, "probe.path", "%s is outside", "https://x")
+	var f *metadata.Fault
+	if !errors.Is(err, metadata.ErrInvalid) || !errors.Is(err, cause) || !errors.As(err, &f) ||
+		f.Path != "probe.path" || err.Error() != "probe.path https://x is outside" {
+		t.Fatalf("FaultOf: %v", err)
+	}
+}

@@ -23,7 +23,7 @@ var (
 type Fault struct {
 	Path string
 	Msg  string
-	kind error // ErrChecksum, ErrLimit or nil
+	kind error // ErrChecksum, ErrLimit, a driver's cause (FaultOf) or nil
 }
 
 func (f *Fault) Error() string {
@@ -33,8 +33,8 @@ func (f *Fault) Error() string {
 	return f.Path + " " + f.Msg
 }
 
-// Unwrap returns ErrInvalid, and ErrChecksum or ErrLimit when the fault is
-// one of those.
+// Unwrap returns ErrInvalid, and ErrChecksum, ErrLimit or FaultOf's cause
+// when the fault is one of those.
 func (f *Fault) Unwrap() []error {
 	if f.kind != nil {
 		return []error{ErrInvalid, f.kind}

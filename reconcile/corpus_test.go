@@ -79,3 +79,19 @@ func TestCorpus(t *testing.T) {
 		}
 	})
 }
+
+// eachCorpus runs f on each store kind with the HotCRM corpus (items)
+// written to the store.
+func eachCorpus(t *testing.T, f func(t *testing.T, s snapshot.Store, url string, items []corpus.Item)) {
+	t.Helper()
+	items, err := corpus.Load()
+	if err != nil {
+		t.Fatal(err)
+	}
+	snapshottest.Each(t, func(t *testing.T, s snapshot.Store, url string) {
+		for _, it := range items {
+			snapshottest.Exec(t, url, corpus.Insert, it.Row()...)
+		}
+		f(t, s, url, items)
+	})
+}

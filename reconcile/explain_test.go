@@ -20,14 +20,7 @@ import (
 // the missing names that hold them.
 func TestExplainCorpus(t *testing.T) {
 	t.Parallel()
-	items, err := corpus.Load()
-	if err != nil {
-		t.Fatal(err)
-	}
-	snapshottest.Each(t, func(t *testing.T, s snapshot.Store, url string) {
-		for _, it := range items {
-			snapshottest.Exec(t, url, corpus.Insert, it.Row()...)
-		}
+	eachCorpus(t, func(t *testing.T, s snapshot.Store, url string, _ []corpus.Item) {
 		b := start(t, s, url, Options{ResyncInterval: -1})
 		ctx := context.Background()
 

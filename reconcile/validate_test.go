@@ -37,14 +37,7 @@ func storeState(t *testing.T, url string) string {
 // Nothing is written.
 func TestValidateHotCRM(t *testing.T) {
 	t.Parallel()
-	items, err := corpus.Load()
-	if err != nil {
-		t.Fatal(err)
-	}
-	snapshottest.Each(t, func(t *testing.T, s snapshot.Store, url string) {
-		for _, it := range items {
-			snapshottest.Exec(t, url, corpus.Insert, it.Row()...)
-		}
+	eachCorpus(t, func(t *testing.T, s snapshot.Store, url string, items []corpus.Item) {
 		before := storeState(t, url)
 		ctx := context.Background()
 		v, err := Validate(ctx, s, Options{}, []Proposed{{Row: snapshot.MetadataRow{Type: "object", Name: "account"}, Delete: true}})

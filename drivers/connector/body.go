@@ -2,7 +2,6 @@ package connector
 
 import (
 	"errors"
-	"fmt"
 	"net"
 	"net/http"
 	"net/url"
@@ -203,16 +202,9 @@ func sameOriginAs(u, base *url.URL, path, basePath string) error {
 	if Origin(u) == Origin(base) {
 		return nil
 	}
-	return &originError{msg: fmt.Sprintf("%s %s is outside the origin of %s (%s): a credential is only sent there, so it is not fetched",
-		path, redact.URL(u.String()), basePath, Origin(base))}
+	return metadata.FaultOf(ErrForeignOrigin, path, "%s is outside the origin of %s (%s): a credential is only sent there, so it is not fetched",
+		redact.URL(u.String()), basePath, Origin(base))
 }
-
-// originError is a body fault (metadata.ErrInvalid) that is also
-// ErrForeignOrigin.
-type originError struct{ msg string }
-
-func (e *originError) Error() string   { return e.msg }
-func (e *originError) Unwrap() []error { return []error{metadata.ErrInvalid, ErrForeignOrigin} }
 
 // joinURL resolves ref against base, treating a rooted ref path as
 // relative to base's path, so that baseUrl "https://h/api/v1" and probe
