@@ -61,9 +61,9 @@ var layers = []layer{
 // the list only shrinks: delete the entry with the import.
 var allowed = map[string]string{
 	// Issue 28, import-layer rule: fleet views embed the store's heartbeat
-	// rows (snapshot.Replica, snapshot.Watermark); the types belong below
+	// rows (snapshot.Heartbeat, snapshot.Watermark); the types belong below
 	// the store.
-	"internal/fleet -> snapshot": "issue 28: fleet.View is built of snapshot.Replica rows",
+	"internal/fleet -> snapshot": "issue 28: fleet.View is built of snapshot.Heartbeat rows",
 	// Issue 28, import-layer rule: the replica driver's repair and restart
 	// (issues 22, 23) take the store's leases, metadata rows and heartbeat
 	// rows; the driver should see them through interfaces and types below
