@@ -438,7 +438,7 @@ func (f *fleet) startOne(ctx context.Context, env *scaleEnv, i int, interval tim
 			}
 			next = every
 			st := rec.Status()
-			_, _ = s.Heartbeat(ctx, snapshot.Replica{ReplicaID: id, Host: "bench", PID: os.Getpid(), Version: "bench",
+			_, _ = s.Heartbeat(ctx, snapshot.Heartbeat{ReplicaID: id, Host: "bench", PID: os.Getpid(), Version: "bench",
 				StartedAt: start, Cursor: st.Cursor.String(), CursorSeq: st.Cursor.Seq, CursorAt: st.Cursor.At})
 		}
 	}()

@@ -4,8 +4,10 @@
 // tracks dependencies between items and the drivers that build them both
 // call it, so the rules live in one place.
 //
+// # References
+//
 // A body is the JSON object an ObjectStack 17.4 node stores in
-// sys_metadata.metadata. Parse reads it in the shape the platform's spec
+// sys_metadata.metadata. [Parse] reads it in the shape the platform's spec
 // (@objectstack/spec 17.4.0) gives its type, and lists its references:
 //
 //   - object: each lookup, master_detail or tree field's reference and each
@@ -34,16 +36,20 @@
 // Names match exactly and case-sensitively: a hook on "Account" does not
 // name the object "account". Parse resolves nothing; resolving a reference
 // to a row (organization, package, state) is the caller's job.
-// IsCodeObject says which object names resolve without a row.
+// [IsCodeObject] says which object names resolve without a row.
 //
-// Faults are *Fault values (errors.Is ErrInvalid) whose message names the
-// member at fault, so a caller classifies them without matching strings.
-// Limits caps the body size and the number of references; parsing is
-// linear in the body.
+// # Faults
+//
+// Faults are [*Fault] values (errors.Is [ErrInvalid]) whose message names
+// the member at fault, so a caller classifies them without matching
+// strings. [Limits] caps the body size and the number of references;
+// parsing is linear in the body.
+//
+// # Driver bodies
 //
 // The drivers that build connectors and datasources read the rest of their
-// bodies with the same scanner and the same faults: ReadBody returns a
-// Body read member by member, Faultf names a member the drivers' own rules
-// refuse, and Body.Connector applies Parse's connector rule to a body
-// already read, so a connector body is read once.
+// bodies with the same scanner and the same faults: [ReadBody] returns a
+// [Body] read member by member, [Faultf] names a member the drivers' own
+// rules refuse, and [Body.Connector] applies Parse's connector rule to a
+// body already read, so a connector body is read once.
 package metadata

@@ -197,8 +197,9 @@ type Standby struct {
 	Error string `json:"error,omitempty"`
 }
 
-// Replica is one heartbeat row of sys_reconciler_replica.
-type Replica struct {
+// Heartbeat is one sidecar's heartbeat row of sys_reconciler_replica (the
+// fleet's members; the replica node it serves is Node).
+type Heartbeat struct {
 	ReplicaID   string           `json:"replica_id"`
 	Host        string           `json:"host"`
 	PID         int              `json:"pid"`

@@ -42,13 +42,13 @@ type Store interface {
 	// Head returns the store's current watermark.
 	Head(ctx context.Context) (Watermark, error)
 
-	// Heartbeat upserts this replica's row. It returns the other process
+	// Heartbeat upserts this sidecar's row. It returns the other process
 	// ("host pid N") whose heartbeat under the same replica id it replaced,
 	// when that one wrote after r.StartedAt and had not stopped: two live
 	// processes share the id ("" when not).
-	Heartbeat(ctx context.Context, r Replica) (clash string, err error)
-	// Replicas lists every replica's heartbeat row.
-	Replicas(ctx context.Context) ([]Replica, error)
+	Heartbeat(ctx context.Context, r Heartbeat) (clash string, err error)
+	// Heartbeats lists every sidecar's heartbeat row.
+	Heartbeats(ctx context.Context) ([]Heartbeat, error)
 	// WriteDrift stores the latest drift report of a replica.
 	WriteDrift(ctx context.Context, replicaID string, at time.Time, report json.RawMessage) error
 

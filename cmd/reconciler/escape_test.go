@@ -89,7 +89,7 @@ func TestTablesEscapeRows(t *testing.T) {
 
 func TestFleetEscapesRows(t *testing.T) {
 	now := time.Now()
-	v := buildFleet(snapshot.Watermark{Seq: 1, At: now}, []snapshot.Replica{{
+	v := buildFleet(snapshot.Watermark{Seq: 1, At: now}, []snapshot.Heartbeat{{
 		ReplicaID: "r1\x1b]0;x\x07", Host: "h\nforged  ready\n", Version: "\u202ev", HeartbeatAt: now, LastError: hostileReason,
 	}}, time.Second, now)
 	var out bytes.Buffer

@@ -64,7 +64,7 @@ func runFleet(ctx context.Context, c *cli, fs *pflag.FlagSet) error {
 	if err != nil {
 		return fmt.Errorf("read store head: %w", err)
 	}
-	reps, err := store.Replicas(ctx)
+	reps, err := store.Heartbeats(ctx)
 	if err != nil {
 		return fmt.Errorf("read heartbeats: %w", err)
 	}
@@ -83,7 +83,7 @@ func runFleet(ctx context.Context, c *cli, fs *pflag.FlagSet) error {
 	return nil
 }
 
-func buildFleet(head snapshot.Watermark, reps []snapshot.Replica, poll time.Duration, now time.Time) fleet.View {
+func buildFleet(head snapshot.Watermark, reps []snapshot.Heartbeat, poll time.Duration, now time.Time) fleet.View {
 	return fleet.Build(head, reps, snapshot.HeartbeatInterval(poll), now)
 }
 

@@ -48,7 +48,7 @@ const deafAttempts = 4
 type RestartStore interface {
 	AcquireLease(ctx context.Context, name, holder string, ttl time.Duration) (snapshot.Lease, error)
 	ReleaseLease(ctx context.Context, l snapshot.Lease) error
-	Replicas(ctx context.Context) ([]snapshot.Replica, error)
+	Heartbeats(ctx context.Context) ([]snapshot.Heartbeat, error)
 }
 
 // RestartOptions configure a Restarter.
@@ -273,7 +273,7 @@ func (r *Restarter) Resume(ctx context.Context) {
 	r.resumed = true
 	rctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
-	reps, err := r.opts.Store.Replicas(rctx)
+	reps, err := r.opts.Store.Heartbeats(rctx)
 	if err != nil {
 		return
 	}
@@ -330,7 +330,7 @@ func (r *Restarter) notePeers(ctx context.Context) {
 	}
 	rctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
-	reps, err := r.opts.Store.Replicas(rctx)
+	reps, err := r.opts.Store.Heartbeats(rctx)
 	if err != nil {
 		return
 	}
@@ -347,13 +347,13 @@ func (r *Restarter) notePeers(ctx context.Context) {
 
 // livePeers returns the other replicas whose heartbeat is fresh and that
 // did not stop.
-func (r *Restarter) livePeers(reps []snapshot.Replica) []snapshot.Replica {
-	var out []snapshot.Replica
+func (r *Restarter) livePeers(reps []snapshot.Heartbeat) []snapshot.Heartbeat {
+	var out []snapshot.Heartbeat
 	for _, row := range fleet.Build(snapshot.Watermark{}, reps, r.opts.Beat, time.Now()).Replicas {
 		if row.ReplicaID == r.opts.ReplicaID || row.Stopped || row.Stale {
 			continue
 		}
-		out = append(out, row.Replica)
+		out = append(out, row.Heartbeat)
 	}
 	return out
 }
@@ -464,7 +464,7 @@ func (r *Restarter) safe(ctx context.Context) (ok bool, why, label string) {
 	}
 	rctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
-	reps, err := r.opts.Store.Replicas(rctx)
+	reps, err := r.opts.Store.Heartbeats(rctx)
 	if err != nil {
 		return false, "the fleet's heartbeats could not be read: " + err.Error(), "store"
 	}

@@ -89,7 +89,7 @@ func (rr *restartRig) add(t *testing.T, id string, edit func(*replica.RestartOpt
 		tick := time.NewTicker(200 * time.Millisecond)
 		defer tick.Stop()
 		for {
-			_, _ = rr.store.Heartbeat(ctx, snapshot.Replica{ReplicaID: id, Host: "h", PID: 1, StartedAt: started, HeartbeatAt: time.Now(), Node: p.rs.Node()})
+			_, _ = rr.store.Heartbeat(ctx, snapshot.Heartbeat{ReplicaID: id, Host: "h", PID: 1, StartedAt: started, HeartbeatAt: time.Now(), Node: p.rs.Node()})
 			select {
 			case <-ctx.Done():
 				return
@@ -373,7 +373,7 @@ func TestNoLanesNamed(t *testing.T) {
 	go func() { done <- deaf.rs.Run(ctx) }()
 	defer func() { cancel(); <-done }()
 	// A live peer serving everything.
-	if _, err := rr.store.Heartbeat(ctx, snapshot.Replica{ReplicaID: "good", HeartbeatAt: time.Now(), StartedAt: time.Now(),
+	if _, err := rr.store.Heartbeat(ctx, snapshot.Heartbeat{ReplicaID: "good", HeartbeatAt: time.Now(), StartedAt: time.Now(),
 		Node: snapshot.Node{Reported: true, Ready: true}}); err != nil {
 		t.Fatal(err)
 	}
@@ -416,7 +416,7 @@ func TestRestartHealsPastAnEntryNoNodeApplies(t *testing.T) {
 func TestRestartMinIntervalOutlivesTheSidecar(t *testing.T) {
 	rr := newRestartRig(t)
 	last := time.Now().Add(-time.Minute)
-	if _, err := rr.store.Heartbeat(context.Background(), snapshot.Replica{ReplicaID: "a", StartedAt: last, HeartbeatAt: last, Stopped: true,
+	if _, err := rr.store.Heartbeat(context.Background(), snapshot.Heartbeat{ReplicaID: "a", StartedAt: last, HeartbeatAt: last, Stopped: true,
 		Node: snapshot.Node{Reported: true, Ready: true, Restart: registry.NodeRestart{Phase: registry.RestartInFlight, LastAt: last, Count: 3}}}); err != nil {
 		t.Fatal(err)
 	}

@@ -13,7 +13,7 @@ import (
 // replica's heartbeat row.
 type fleetStore interface {
 	Head(ctx context.Context) (snapshot.Watermark, error)
-	Replicas(ctx context.Context) ([]snapshot.Replica, error)
+	Heartbeats(ctx context.Context) ([]snapshot.Heartbeat, error)
 }
 
 // fleetReader returns the status page's fleet view, judged by this
@@ -24,7 +24,7 @@ func fleetReader(store fleetStore, poll time.Duration) func(context.Context) (fl
 		if err != nil {
 			return fleet.View{}, fmt.Errorf("read store head: %w", err)
 		}
-		reps, err := store.Replicas(ctx)
+		reps, err := store.Heartbeats(ctx)
 		if err != nil {
 			return fleet.View{}, fmt.Errorf("read heartbeats: %w", err)
 		}

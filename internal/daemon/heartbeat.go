@@ -16,7 +16,7 @@ import (
 
 // heartbeatStore writes heartbeat rows.
 type heartbeatStore interface {
-	Heartbeat(ctx context.Context, r snapshot.Replica) (clash string, err error)
+	Heartbeat(ctx context.Context, r snapshot.Heartbeat) (clash string, err error)
 }
 
 // loopStatus is what a heartbeat reports.
@@ -164,7 +164,7 @@ func (h *heartbeater) write(ctx context.Context, stopped bool) error {
 	if started.IsZero() {
 		started = time.Now()
 	}
-	r := snapshot.Replica{
+	r := snapshot.Heartbeat{
 		ReplicaID:   st.Replica,
 		Host:        hostname(),
 		PID:         os.Getpid(),

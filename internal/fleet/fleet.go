@@ -10,7 +10,7 @@ import (
 
 // Row is one replica of the fleet.
 type Row struct {
-	snapshot.Replica
+	snapshot.Heartbeat
 	HeartbeatAgeSeconds float64 `json:"heartbeat_age_seconds"`
 	BehindEntries       int64   `json:"behind_entries"`
 	LagSeconds          float64 `json:"lag_seconds"`
@@ -65,10 +65,10 @@ func (v View) Visible() View {
 
 // Build judges each heartbeat row against the store's head; beat is how
 // often a replica writes its heartbeat (snapshot.HeartbeatInterval).
-func Build(head snapshot.Watermark, reps []snapshot.Replica, beat time.Duration, now time.Time) View {
+func Build(head snapshot.Watermark, reps []snapshot.Heartbeat, beat time.Duration, now time.Time) View {
 	view := View{Head: head, Replicas: make([]Row, 0, len(reps))}
 	for _, r := range reps {
-		row := Row{Replica: r, States: map[string]int64{}}
+		row := Row{Heartbeat: r, States: map[string]int64{}}
 		row.HeartbeatAgeSeconds = max(now.Sub(r.HeartbeatAt), 0).Seconds()
 		row.BehindEntries = max(head.Seq-r.CursorSeq, 0)
 		row.ConvergedBehind = max(head.Revision-r.ConvergedRevision, 0)

@@ -12,7 +12,7 @@ func TestBuild(t *testing.T) {
 	now := time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
 	beat := 5 * time.Second // stale after 15s; lagging after 10s behind
 	head := snapshot.Watermark{Seq: 100, At: now}
-	reps := []snapshot.Replica{
+	reps := []snapshot.Heartbeat{
 		{ReplicaID: "fresh", HeartbeatAt: now.Add(-2 * time.Second), CursorSeq: 100, CursorAt: now.Add(-2 * time.Second),
 			Counts: map[string]int64{"engine/ready": 3, "connector/held": 1, "connector/ready": 2}},
 		{ReplicaID: "stale", HeartbeatAt: now.Add(-time.Minute), CursorSeq: 100, CursorAt: now.Add(-time.Minute)},
@@ -76,7 +76,7 @@ func TestBuildConverged(t *testing.T) {
 	t.Parallel()
 	now := time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
 	head := snapshot.Watermark{Seq: 10, At: now, Revision: 50, RevisionAt: now.Add(-time.Second)}
-	reps := []snapshot.Replica{
+	reps := []snapshot.Heartbeat{
 		{ReplicaID: "served", HeartbeatAt: now, ConvergedRevision: 50, ConvergedAt: now.Add(-time.Second), HeadRevision: 50},
 		{ReplicaID: "behind", HeartbeatAt: now, ConvergedRevision: 47, HeadRevision: 50, UnservedSince: now.Add(-12 * time.Second)},
 	}

@@ -713,7 +713,7 @@ func nullTime(t time.Time) *time.Time {
 }
 
 // Heartbeat implements Store.
-func (p *Store) Heartbeat(ctx context.Context, r snapshot.Replica) (string, error) {
+func (p *Store) Heartbeat(ctx context.Context, r snapshot.Heartbeat) (string, error) {
 	var clash string
 	var clashNow bool
 	err := p.pool.QueryRow(ctx, `INSERT INTO sys_reconciler_replica AS o
@@ -745,8 +745,8 @@ RETURNING clash, clash_at IS NOT DISTINCT FROM now()`,
 const pgClash = `((o.host, o.pid, o.started_at) IS DISTINCT FROM (EXCLUDED.host, EXCLUDED.pid, EXCLUDED.started_at)
   AND NOT o.stopped AND o.heartbeat_at > EXCLUDED.started_at)`
 
-// Replicas implements Store.
-func (p *Store) Replicas(ctx context.Context) ([]snapshot.Replica, error) {
+// Heartbeats implements Store.
+func (p *Store) Heartbeats(ctx context.Context) ([]snapshot.Heartbeat, error) {
 	rows, err := p.pool.Query(ctx, `SELECT replica_id, host, pid, version, started_at, heartbeat_at, cursor, cursor_seq,
   cursor_at, counts::text, stopped, last_error, clash, clash_at, node, converged_revision, converged_at, head_revision,
   (SELECT r.updated_at FROM sys_reconciler_revision r WHERE r.revision > o.converged_revision ORDER BY r.revision LIMIT 1)
@@ -754,8 +754,8 @@ FROM sys_reconciler_replica o ORDER BY replica_id`)
 	if err != nil {
 		return nil, p.interpretError("list replicas", err)
 	}
-	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (snapshot.Replica, error) {
-		var rep snapshot.Replica
+	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (snapshot.Heartbeat, error) {
+		var rep snapshot.Heartbeat
 		var cursorAt, clashAt, convAt, unserved *time.Time
 		var counts, node string
 		err := r.Scan(&rep.ReplicaID, &rep.Host, &rep.PID, &rep.Version, &rep.StartedAt, &rep.HeartbeatAt, &rep.Cursor,

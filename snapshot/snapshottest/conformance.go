@@ -764,7 +764,7 @@ func testFleetTables(t *testing.T, bk Backend) {
 	bk.each(t, func(t *testing.T, s snapshot.Store, url string) {
 		ctx := Ctx(t)
 		at := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
-		r := snapshot.Replica{ReplicaID: "r1", Host: "h", PID: 42, Version: "v1", StartedAt: at, HeartbeatAt: at,
+		r := snapshot.Heartbeat{ReplicaID: "r1", Host: "h", PID: 42, Version: "v1", StartedAt: at, HeartbeatAt: at,
 			Cursor: "seq:3", CursorSeq: 3, CursorAt: at, Counts: map[string]int64{"ready": 3}, LastError: "boom"}
 		if clash, err := s.Heartbeat(ctx, r); err != nil || clash != "" {
 			t.Fatal(clash, err)
@@ -773,10 +773,10 @@ func testFleetTables(t *testing.T, bk Backend) {
 		if clash, err := s.Heartbeat(ctx, r); err != nil || clash != "" {
 			t.Fatal(clash, err)
 		}
-		if _, err := s.Heartbeat(ctx, snapshot.Replica{ReplicaID: "r0"}); err != nil {
+		if _, err := s.Heartbeat(ctx, snapshot.Heartbeat{ReplicaID: "r0"}); err != nil {
 			t.Fatal(err)
 		}
-		got, err := s.Replicas(ctx)
+		got, err := s.Heartbeats(ctx)
 		if err != nil || len(got) != 2 {
 			t.Fatalf("replicas = %+v, %v", got, err)
 		}
@@ -801,14 +801,14 @@ func testFleetTables(t *testing.T, bk Backend) {
 		if _, err := s.Heartbeat(ctx, r); err != nil {
 			t.Fatal(err)
 		}
-		if got, err := s.Replicas(ctx); err != nil || !reflect.DeepEqual(normNode(got[1].Node), normNode(node)) {
+		if got, err := s.Heartbeats(ctx); err != nil || !reflect.DeepEqual(normNode(got[1].Node), normNode(node)) {
 			t.Fatalf("node read back: %+v (wrote %+v), %v", got[1].Node, node, err)
 		}
 		r.Node = snapshot.Node{Reported: true}
 		if _, err := s.Heartbeat(ctx, r); err != nil {
 			t.Fatal(err)
 		}
-		if got, err := s.Replicas(ctx); err != nil || got[1].Node.Ready || got[1].Node.Restart.Phase != "" || !got[1].Node.Reported {
+		if got, err := s.Heartbeats(ctx); err != nil || got[1].Node.Ready || got[1].Node.Restart.Phase != "" || !got[1].Node.Reported {
 			t.Fatalf("node not replaced: %+v, %v", got[1].Node, err)
 		}
 		for range 2 {
@@ -828,7 +828,7 @@ func testHeartbeatClash(t *testing.T, bk Backend) {
 		t0 := time.Now().Add(-time.Hour).Truncate(time.Millisecond)
 		beat := func(host string, pid int, started, at time.Time, stopped bool) string {
 			t.Helper()
-			clash, err := s.Heartbeat(ctx, snapshot.Replica{ReplicaID: "vm", Host: host, PID: pid, StartedAt: started, HeartbeatAt: at, Stopped: stopped})
+			clash, err := s.Heartbeat(ctx, snapshot.Heartbeat{ReplicaID: "vm", Host: host, PID: pid, StartedAt: started, HeartbeatAt: at, Stopped: stopped})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -857,7 +857,7 @@ func testHeartbeatClash(t *testing.T, bk Backend) {
 		if c := beat("h2", 7, b0, b0.Add(2*time.Second), false); c != "h1 pid 12" {
 			t.Fatalf("h2 sees %q, want h1 pid 12", c)
 		}
-		reps, err := s.Replicas(ctx)
+		reps, err := s.Heartbeats(ctx)
 		if err != nil || len(reps) != 1 || reps[0].Clash != "h1 pid 12" || reps[0].ClashAt.IsZero() {
 			t.Fatalf("replicas %+v, %v", reps, err)
 		}

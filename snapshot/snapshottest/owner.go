@@ -60,11 +60,11 @@ func testBadHeartbeatRowKeepsTheFleet(t *testing.T, bk Backend) {
 	t.Parallel()
 	bk.each(t, func(t *testing.T, s snapshot.Store, url string) {
 		ctx := Ctx(t)
-		if _, err := s.Heartbeat(ctx, snapshot.Replica{ReplicaID: "good", Counts: map[string]int64{"engine/ready": 3}}); err != nil {
+		if _, err := s.Heartbeat(ctx, snapshot.Heartbeat{ReplicaID: "good", Counts: map[string]int64{"engine/ready": 3}}); err != nil {
 			t.Fatal(err)
 		}
 		Exec(t, url, `INSERT INTO sys_reconciler_replica (replica_id, counts) VALUES ('bad', '{"engine/held": 99999999999, "x": "str", "y": [1]}')`)
-		got, err := s.Replicas(ctx)
+		got, err := s.Heartbeats(ctx)
 		if err != nil || len(got) != 2 {
 			t.Fatalf("replicas = %+v, %v", got, err)
 		}

@@ -584,7 +584,7 @@ func sqliteTimeArg(t time.Time) any {
 }
 
 // Heartbeat implements Store.
-func (s *Store) Heartbeat(ctx context.Context, r snapshot.Replica) (string, error) {
+func (s *Store) Heartbeat(ctx context.Context, r snapshot.Heartbeat) (string, error) {
 	var clash string
 	var clashNow bool
 	err := s.db.QueryRowContext(ctx, `INSERT INTO sys_reconciler_replica AS o
@@ -616,13 +616,13 @@ RETURNING clash, coalesce(clash_at = `+sqliteNow+`, 0)`,
 const sqliteClash = `((o.host <> excluded.host OR o.pid <> excluded.pid OR o.started_at <> excluded.started_at)
   AND NOT o.stopped AND o.heartbeat_at > excluded.started_at)`
 
-// Replicas implements Store.
-func (s *Store) Replicas(ctx context.Context) ([]snapshot.Replica, error) {
+// Heartbeats implements Store.
+func (s *Store) Heartbeats(ctx context.Context) ([]snapshot.Heartbeat, error) {
 	out, err := sqliteSelect(ctx, s.db, `SELECT replica_id, host, pid, version, started_at, heartbeat_at, cursor, cursor_seq,
   cursor_at, counts, stopped, last_error, clash, clash_at, node, converged_revision, converged_at, head_revision,
   (SELECT r.updated_at FROM sys_reconciler_revision r WHERE r.revision > o.converged_revision ORDER BY r.revision LIMIT 1)
-FROM sys_reconciler_replica o ORDER BY replica_id`, nil, func(r *sql.Rows) (snapshot.Replica, error) {
-		var rep snapshot.Replica
+FROM sys_reconciler_replica o ORDER BY replica_id`, nil, func(r *sql.Rows) (snapshot.Heartbeat, error) {
+		var rep snapshot.Heartbeat
 		var started, hb, counts, node string
 		var cursorAt, clashAt, convAt, unserved sql.NullString
 		err := r.Scan(&rep.ReplicaID, &rep.Host, &rep.PID, &rep.Version, &started, &hb, &rep.Cursor, &rep.CursorSeq,

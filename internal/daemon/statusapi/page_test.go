@@ -41,7 +41,7 @@ func pageHandler(t *testing.T, token string, fleetErr error) *Handler {
 				return fleet.View{}, fleetErr
 			}
 			now := time.Now()
-			return fleet.Build(snapshot.Watermark{Seq: 10, At: now}, []snapshot.Replica{
+			return fleet.Build(snapshot.Watermark{Seq: 10, At: now}, []snapshot.Heartbeat{
 				{ReplicaID: "r1", Host: "h1", HeartbeatAt: now, CursorSeq: 10, CursorAt: now, Counts: map[string]int64{"connector/held": 1}},
 				{ReplicaID: "r2" + hostile, Host: "h2", HeartbeatAt: now.Add(-time.Hour), CursorSeq: 2, CursorAt: now.Add(-time.Hour), LastError: hostile},
 				{ReplicaID: "r3", Host: "h3", HeartbeatAt: now, CursorSeq: 10, Clash: "h4 pid " + hostile, ClashAt: now},
