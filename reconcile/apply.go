@@ -19,7 +19,7 @@ type step struct {
 	ref    registry.Ref
 	action Action
 	node   *node
-	row    rowOf
+	row    sourceRow
 	sig    string
 	// rev is the revision of the row being built: usually the node's, but a
 	// dependent re-read during the pass may be newer. The entry says what
@@ -60,7 +60,7 @@ type target struct {
 // the slice) in dependency order, returning the changes made. rows finds
 // a node's current row (false, or a zero row: gone). forced entries are
 // retried even if unchanged.
-func (r *Reconciler) apply(ctx context.Context, refs []target, rows func(*node) (rowOf, bool), forced map[registry.Ref]bool) []Change {
+func (r *Reconciler) apply(ctx context.Context, refs []target, rows func(*node) (sourceRow, bool), forced map[registry.Ref]bool) []Change {
 	var evictions []registry.Ref
 	var deferred []step
 	sortTargets(refs) // steps come out in the order they are applied
@@ -79,7 +79,7 @@ func (r *Reconciler) apply(ctx context.Context, refs []target, rows func(*node) 
 			st.node = r.model.nodes[st.ref]
 		}
 		if st.node != nil {
-			if row, ok := rows(st.node); ok && row != (rowOf{}) {
+			if row, ok := rows(st.node); ok && row != (sourceRow{}) {
 				st.row, st.sig, st.rev, st.at = row, signature(st.node, row, r.model), row.revision(), row.revisionAt()
 			}
 		}

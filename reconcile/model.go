@@ -400,7 +400,7 @@ type SecretOpener interface {
 // column that is not valid JSON hashes as its raw bytes, so that fixing it
 // still changes the signature. A row's own revision is not part of it: a
 // rewrite of the same body changes nothing.
-func signature(n *node, row rowOf, m *model) string {
+func signature(n *node, row sourceRow, m *model) string {
 	h := getSig()
 	defer putSig(h)
 	h.b = h.b[:0]

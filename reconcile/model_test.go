@@ -98,7 +98,7 @@ func TestSignatureBody(t *testing.T) {
 	sign := func(n *node, r *snapshot.MetadataRow) string {
 		m := newModel(nil, 1)
 		m.put(n)
-		return signature(n, rowOf{meta: r}, m)
+		return signature(n, sourceRow{meta: r}, m)
 	}
 	v1, v2 := row(1, `{"label":"A","fields":{}}`), row(2, `{"label":"B","fields":{}}`)
 	n1, n2 := metadataNode(v1, metadata.Limits{}), metadataNode(v2, metadata.Limits{})

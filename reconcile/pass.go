@@ -12,57 +12,58 @@ import (
 	"github.com/objectstack-fleet/reconciler/snapshot"
 )
 
-// rowOf points at the source row of one entry.
-type rowOf struct {
+// sourceRow points at the row one entry comes from: a metadata, secret or
+// credential row of the Source.
+type sourceRow struct {
 	meta   *snapshot.MetadataRow
 	secret *snapshot.SecretRow
 	cred   *snapshot.CredentialRow
 }
 
 // rowSet indexes rows by address.
-type rowSet map[snapshot.Address]rowOf
+type rowSet map[snapshot.Address]sourceRow
 
 // find is the row of n in s.
-func (s rowSet) find(n *node) (rowOf, bool) {
+func (s rowSet) find(n *node) (sourceRow, bool) {
 	row, ok := s[n.addr]
 	return row, ok
 }
 
 // relisted finds the row of a node built from all by buildModel.
-func relisted(all *snapshot.Rows) func(n *node) (rowOf, bool) {
-	return func(n *node) (rowOf, bool) {
+func relisted(all *snapshot.Rows) func(n *node) (sourceRow, bool) {
+	return func(n *node) (sourceRow, bool) {
 		if n.at < 0 { // a guarded entry's ghost: no row
-			return rowOf{}, false
+			return sourceRow{}, false
 		}
 		switch n.addr.Table {
 		case snapshot.TableMetadata:
-			return rowOf{meta: &all.Metadata[n.at]}, true
+			return sourceRow{meta: &all.Metadata[n.at]}, true
 		case snapshot.TableSecret:
-			return rowOf{secret: &all.Secrets[n.at]}, true
+			return sourceRow{secret: &all.Secrets[n.at]}, true
 		case snapshot.TableCredential:
-			return rowOf{cred: &all.Credentials[n.at]}, true
+			return sourceRow{cred: &all.Credentials[n.at]}, true
 		}
-		return rowOf{}, false
+		return sourceRow{}, false
 	}
 }
 
 func (s rowSet) add(rows snapshot.Rows) {
 	for i := range rows.Credentials {
 		c := &rows.Credentials[i]
-		s[snapshot.Address{Table: snapshot.TableCredential, Key: c.Ref}] = rowOf{cred: c}
+		s[snapshot.Address{Table: snapshot.TableCredential, Key: c.Ref}] = sourceRow{cred: c}
 	}
 	for i := range rows.Secrets {
 		c := &rows.Secrets[i]
-		s[snapshot.Address{Table: snapshot.TableSecret, Key: c.ID}] = rowOf{secret: c}
+		s[snapshot.Address{Table: snapshot.TableSecret, Key: c.ID}] = sourceRow{secret: c}
 	}
 	for i := range rows.Metadata {
 		m := &rows.Metadata[i]
-		s[snapshot.Address{Table: snapshot.TableMetadata, Key: m.ID}] = rowOf{meta: m}
+		s[snapshot.Address{Table: snapshot.TableMetadata, Key: m.ID}] = sourceRow{meta: m}
 	}
 }
 
 // nodeFor builds the node of a row (nil: not desired).
-func (r *Reconciler) nodeFor(row rowOf) *node {
+func (r *Reconciler) nodeFor(row sourceRow) *node {
 	switch {
 	case row.cred != nil:
 		return credentialNode(row.cred)
@@ -484,7 +485,7 @@ func sameWants(a, b []want) bool {
 	return true
 }
 
-func (row rowOf) revision() int64 {
+func (row sourceRow) revision() int64 {
 	switch {
 	case row.meta != nil:
 		return row.meta.Revision
@@ -497,7 +498,7 @@ func (row rowOf) revision() int64 {
 }
 
 // revisionAt is the row's watermark time (store clock).
-func (row rowOf) revisionAt() time.Time {
+func (row sourceRow) revisionAt() time.Time {
 	switch {
 	case row.meta != nil:
 		return row.meta.UpdatedAt
@@ -525,7 +526,7 @@ func maxRevision(rows snapshot.Rows) int64 {
 	return n
 }
 
-func (row rowOf) body() []byte {
+func (row sourceRow) body() []byte {
 	if row.meta != nil {
 		return row.meta.Metadata
 	}
