@@ -153,7 +153,7 @@ func (r *Reconciler) references(n *node) []Reference {
 		if w.kind == registry.KindCredential {
 			ref.Name = credentialName(w.name)
 		}
-		if c := len(r.model.bySym[w.sym()]); c > 1 {
+		if c := len(r.model.bySym[w.sym]); c > 1 {
 			ref.Candidates = c
 		}
 		dn, ok := r.model.resolveNode(n, w)
@@ -204,7 +204,7 @@ func (r *Reconciler) dependents(n *node) []Dependent {
 // resolvesTo reports whether one of dn's references resolves to n.
 func (r *Reconciler) resolvesTo(dn, n *node) bool {
 	for _, w := range dn.wants {
-		if w.sym() != n.sym {
+		if w.sym != n.sym {
 			continue
 		}
 		if t, ok := r.model.resolveNode(dn, w); ok && t == n {

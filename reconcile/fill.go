@@ -123,13 +123,13 @@ func (m *model) indexDependents(ns []*node) {
 	uses := make(map[string]*use)
 	for _, n := range ns {
 		for i, w := range n.wants {
-			u := uses[w.sym()]
+			u := uses[w.sym]
 			if u == nil {
-				u = &use{sym: w.sym()}
+				u = &use{sym: w.sym}
 				uses[u.sym] = u
 			}
 			u.n++
-			n.wants[i].s = u.sym
+			n.wants[i].sym = u.sym
 		}
 	}
 	for s, u := range uses {
@@ -137,7 +137,7 @@ func (m *model) indexDependents(ns []*node) {
 	}
 	for _, n := range ns {
 		for _, w := range n.wants {
-			m.dependents[w.sym()][n.ref] = struct{}{}
+			m.dependents[w.sym][n.ref] = struct{}{}
 		}
 	}
 }

@@ -24,11 +24,11 @@ type want struct {
 	kind registry.Kind
 	typ  string // engine: the metadata type referenced ("object", …)
 	name string // the name referenced; credentials: the credential key
-	s    string // symOf(kind, typ, name), built once
+	sym  string // symOf(kind, typ, name), built once: the symbol it resolves through
 }
 
 func newWant(kind registry.Kind, typ, name string) want {
-	return want{kind: kind, typ: typ, name: name, s: symOf(kind, typ, name)}
+	return want{kind: kind, typ: typ, name: name, sym: symOf(kind, typ, name)}
 }
 
 // symOf is the symbol of a reference: every row answering to it is a
@@ -36,9 +36,6 @@ func newWant(kind registry.Kind, typ, name string) want {
 func symOf(kind registry.Kind, typ, name string) string {
 	return string(kind) + "\x00" + typ + "\x00" + name
 }
-
-// sym is the symbol a want resolves through.
-func (w want) sym() string { return w.s }
 
 // node is the loop's compact record of one desired entry: enough to find
 // its row, resolve its references and find its dependents without keeping
@@ -113,7 +110,7 @@ func (m *model) put(n *node) {
 	m.byAddr[n.addr] = n.ref
 	m.bySym[n.sym] = append(m.bySym[n.sym], n)
 	for _, w := range n.wants {
-		s := w.sym()
+		s := w.sym
 		set := m.dependents[s]
 		if set == nil {
 			set = make(map[registry.Ref]struct{}, 1)
@@ -151,7 +148,7 @@ func (m *model) unindex(n *node) {
 		}
 	}
 	for _, w := range n.wants {
-		s := w.sym()
+		s := w.sym
 		if set := m.dependents[s]; set != nil {
 			delete(set, n.ref)
 			if len(set) == 0 {
@@ -186,7 +183,7 @@ const codeKey = "(code)"
 // one without a package, then the lowest package. An object defined in
 // code resolves to nil (ok true). ok is false when nothing answers.
 func (m *model) resolveNode(n *node, w want) (*node, bool) {
-	cands := m.bySym[w.sym()]
+	cands := m.bySym[w.sym]
 	if len(cands) == 0 {
 		if w.kind == registry.KindEngine && w.typ == "object" && metadata.IsCodeObject(w.name, m.code) {
 			return nil, true
@@ -341,7 +338,7 @@ func metadataNode(row *snapshot.MetadataRow, lim metadata.Limits) *node {
 		default:
 			w = newWant(registry.KindEngine, string(r.Kind), r.Name)
 		}
-		if w.sym() == n.sym {
+		if w.sym == n.sym {
 			continue // a self-reference is legal and resolves to itself
 		}
 		n.wants = append(n.wants, w)
@@ -427,7 +424,7 @@ func signature(n *node, row rowOf, m *model) string {
 		h.int(n.rev)
 	}
 	for _, w := range n.wants {
-		h.str(w.sym())
+		h.str(w.sym)
 		dn, ok := m.resolveNode(n, w)
 		switch {
 		case !ok:
