@@ -9,21 +9,14 @@ import (
 	"flag"
 	"fmt"
 	"os"
-	"os/signal"
 	"runtime/pprof"
-	"syscall"
 
 	"github.com/objectstack-fleet/reconciler/bench"
 )
 
-func main() {
-	if err := run(); err != nil {
-		fmt.Fprintln(os.Stderr, "reconciler-bench-cold:", err)
-		os.Exit(1)
-	}
-}
+func main() { bench.Main("reconciler-bench-cold", run) }
 
-func run() error {
+func run(ctx context.Context) error {
 	var cfg bench.ColdConfig
 	rows := flag.String("rows", "100k", "sys_metadata rows (k, M suffixes)")
 	flag.IntVar(&cfg.Runs, "runs", 1, "cold starts in this process (the first is the cold one)")
@@ -40,8 +33,6 @@ func run() error {
 		return err
 	}
 	cfg.Rows = n[0]
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
 	if *profile != "" {
 		// Seed first so that the profile holds the start only.
 		c := cfg

@@ -11,10 +11,8 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
-	"os/signal"
 	"strconv"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/objectstack-fleet/reconciler/bench"
@@ -50,10 +48,5 @@ func main() {
 		}
 		cfg.Fleets = append(cfg.Fleets, n)
 	}
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	if err := bench.RunLanes(ctx, cfg, log); err != nil {
-		fmt.Fprintln(os.Stderr, "reconciler-bench-lanes:", err)
-		os.Exit(1)
-	}
+	bench.Main("reconciler-bench-lanes", func(ctx context.Context) error { return bench.RunLanes(ctx, cfg, log) })
 }

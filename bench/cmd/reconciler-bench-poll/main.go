@@ -7,11 +7,8 @@ package main
 import (
 	"context"
 	"flag"
-	"fmt"
 	"log/slog"
 	"os"
-	"os/signal"
-	"syscall"
 
 	"github.com/objectstack-fleet/reconciler/bench"
 )
@@ -26,10 +23,8 @@ func main() {
 	fs.StringVar(&cfg.OutDir, "out", "bench", "directory for poll.md and poll.json")
 	fs.StringVar(&cfg.Command, "command", "make bench", "how this run was started, for the report")
 	_ = fs.Parse(os.Args[1:])
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	if _, err := bench.RunPollCost(ctx, cfg, log); err != nil {
-		fmt.Fprintln(os.Stderr, "reconciler-bench-poll:", err)
-		os.Exit(1)
-	}
+	bench.Main("reconciler-bench-poll", func(ctx context.Context) error {
+		_, err := bench.RunPollCost(ctx, cfg, log)
+		return err
+	})
 }

@@ -11,10 +11,8 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
-	"os/signal"
 	"strconv"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/objectstack-fleet/reconciler/bench"
@@ -47,10 +45,8 @@ func main() {
 			cfg.Modes = append(cfg.Modes, m)
 		}
 	}
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	if _, err := bench.RunScale(ctx, cfg, log); err != nil {
-		fmt.Fprintln(os.Stderr, "reconciler-bench-scale:", err)
-		os.Exit(1)
-	}
+	bench.Main("reconciler-bench-scale", func(ctx context.Context) error {
+		_, err := bench.RunScale(ctx, cfg, log)
+		return err
+	})
 }

@@ -9,9 +9,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
-	"os/signal"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/objectstack-fleet/reconciler/bench"
@@ -31,12 +29,7 @@ func main() {
 		}
 		return
 	}
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	if err := bench.Run(ctx, cfg, log); err != nil {
-		fmt.Fprintln(os.Stderr, "reconciler-bench:", err)
-		os.Exit(1)
-	}
+	bench.Main("reconciler-bench", func(ctx context.Context) error { return bench.Run(ctx, cfg, log) })
 }
 
 func parseFlags(args []string) (bench.Config, error) {
