@@ -115,7 +115,7 @@ type PassResult struct {
 
 // Status is a point-in-time view of the loop for /v1/status and heartbeats.
 type Status struct {
-	Replica    string          `json:"replica"`
+	ReplicaID  string          `json:"replica"`
 	StartedAt  time.Time       `json:"started_at"`
 	Synced     bool            `json:"synced"` // first full sync done
 	StoreUp    bool            `json:"store_up"`
@@ -168,7 +168,7 @@ type DriftSummary struct {
 // DriftReport says what differs between the desired rows and this
 // replica's registries. It never contains a secret.
 type DriftReport struct {
-	Replica            string       `json:"replica"`
+	ReplicaID          string       `json:"replica"`
 	At                 time.Time    `json:"at"`
 	Cursor             string       `json:"cursor"`
 	LagSeconds         float64      `json:"lag_seconds"`

@@ -19,7 +19,7 @@ func (r *Reconciler) Drift(ctx context.Context) (DriftReport, error) {
 		return DriftReport{}, fmt.Errorf("drift: relist: %w", err)
 	}
 	st := r.Status()
-	rep := DriftReport{Replica: r.opts.ReplicaID, At: time.Now().UTC(), Cursor: st.Cursor.String(), LagSeconds: st.LagSeconds,
+	rep := DriftReport{ReplicaID: r.opts.ReplicaID, At: time.Now().UTC(), Cursor: st.Cursor.String(), LagSeconds: st.LagSeconds,
 		NotReady: []DriftItem{}, SignatureMismatch: []DriftItem{}, Orphans: []DriftItem{}, Missing: []DriftItem{}, ChecksumMismatches: []DriftItem{}, Guarded: []DriftItem{}}
 	rows := make(rowSet, all.Len())
 	rows.add(all)

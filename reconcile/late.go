@@ -152,7 +152,7 @@ func (r *Reconciler) land(ctx context.Context) {
 	r.flights = kept
 	r.flush(&t)
 	if len(changes) > 0 && r.opts.Notifier != nil {
-		r.opts.Notifier.Notify(ChangeSet{Replica: r.opts.ReplicaID, Cursor: r.cursor.String(), Changes: changes})
+		r.opts.Notifier.Notify(ChangeSet{ReplicaID: r.opts.ReplicaID, Cursor: r.cursor.String(), Changes: changes})
 	}
 }
 

@@ -98,9 +98,9 @@ const (
 
 // ChangeSet is what one pass changed.
 type ChangeSet struct {
-	Replica string   `json:"replica"`
-	Cursor  string   `json:"cursor"`
-	Changes []Change `json:"changes"`
+	ReplicaID string   `json:"replica"`
+	Cursor    string   `json:"cursor"`
+	Changes   []Change `json:"changes"`
 	// StoreAt is the store's clock at the read this pass applied
 	// (snapshot.Cursor.At), PolledAt this process's clock when that read
 	// answered: together they map a local moment to the store's clock.

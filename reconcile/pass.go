@@ -132,7 +132,7 @@ func (r *Reconciler) pass(ctx context.Context, cause Cause, relist bool) error {
 	if len(res.Changes) > 0 {
 		r.metrics.PassDuration.Observe(res.Duration.Seconds())
 		if r.opts.Notifier != nil {
-			r.opts.Notifier.Notify(ChangeSet{Replica: r.opts.ReplicaID, Cursor: r.cursor.String(), Changes: res.Changes,
+			r.opts.Notifier.Notify(ChangeSet{ReplicaID: r.opts.ReplicaID, Cursor: r.cursor.String(), Changes: res.Changes,
 				StoreAt: r.cursor.At, PolledAt: r.polledAt})
 		}
 	}

@@ -159,7 +159,7 @@ func New(src Source, opts Options) *Reconciler {
 	if r.owners == nil {
 		r.owners, _ = src.(CredentialOwners)
 	}
-	r.status.Replica = opts.ReplicaID
+	r.status.ReplicaID = opts.ReplicaID
 	r.status.Counts = make(map[registry.Kind]map[registry.State]int)
 	for _, k := range registry.Kinds {
 		r.status.Counts[k] = make(map[registry.State]int)

@@ -60,7 +60,7 @@ func printDrift(c *cli, rep reconcile.DriftReport) {
 	if !rep.Clean() {
 		verdict = "DRIFT"
 	}
-	fmt.Fprintf(c.stdout, "replica %s at %s: %s\n", clean(rep.Replica), rep.At.Format(time.RFC3339), verdict)
+	fmt.Fprintf(c.stdout, "replica %s at %s: %s\n", clean(rep.ReplicaID), rep.At.Format(time.RFC3339), verdict)
 	fmt.Fprintf(c.stdout, "cursor %s (lag %.1fs), %d journal entries pending\n", clean(rep.Cursor), rep.LagSeconds, rep.Stall.Pending)
 	fmt.Fprintf(c.stdout, "desired %d, ready %d, not ready %d, signature mismatch %d, orphans %d, missing %d, checksum mismatches %d, guarded %d\n",
 		s.Desired, s.Ready, s.NotReady, s.SignatureMismatch, s.Orphans, s.Missing, s.ChecksumMismatches, s.Guarded)

@@ -61,8 +61,8 @@ func TestTablesEscapeRows(t *testing.T) {
 		})
 	}
 	serveJSON("/v1/items", []registry.Entry{{Kind: registry.KindConnector, Key: hostileKey, State: registry.StateHeld, Revision: 1, Reason: hostileReason, Since: now}})
-	serveJSON("/v1/status", statusapi.StatusBody{Status: reconcile.Status{Replica: "r1\x1b[8m", LastError: hostileReason}, Version: "v\x1b[0m", Store: "sqlite://x\n"})
-	serveJSON("/v1/drift", reconcile.DriftReport{Replica: "r1\x1b[8m", At: now, Cursor: "seq:1\r",
+	serveJSON("/v1/status", statusapi.StatusBody{Status: reconcile.Status{ReplicaID: "r1\x1b[8m", LastError: hostileReason}, Version: "v\x1b[0m", Store: "sqlite://x\n"})
+	serveJSON("/v1/drift", reconcile.DriftReport{ReplicaID: "r1\x1b[8m", At: now, Cursor: "seq:1\r",
 		NotReady: []reconcile.DriftItem{{Kind: registry.KindConnector, Key: hostileKey, State: registry.StateHeld, Reason: hostileReason}}})
 	srv := httptest.NewServer(mux)
 	defer srv.Close()

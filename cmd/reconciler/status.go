@@ -45,7 +45,7 @@ func runStatus(ctx context.Context, c *cli, fs *pflag.FlagSet) error {
 	}
 	now := time.Now()
 	w := tabwriter.NewWriter(c.stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintf(w, "replica\t%s\n", clean(st.Status.Replica))
+	fmt.Fprintf(w, "replica\t%s\n", clean(st.Status.ReplicaID))
 	fmt.Fprintf(w, "version\t%s\n", dash(st.Version))
 	fmt.Fprintf(w, "store\t%s (up: %s)\n", dash(st.Store), yesNo(st.StoreUp))
 	fmt.Fprintf(w, "started\t%s ago\n", age(now, st.StartedAt))

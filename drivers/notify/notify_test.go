@@ -96,7 +96,7 @@ func TestWebhookRetriesAndCoalesces(t *testing.T) {
 	})
 	start(t, w.Run)
 
-	w.Notify(reconcile.ChangeSet{Replica: "r1", Cursor: "c1", Changes: []reconcile.Change{
+	w.Notify(reconcile.ChangeSet{ReplicaID: "r1", Cursor: "c1", Changes: []reconcile.Change{
 		change(registry.KindConnector, "crm", reconcile.ActionCreate, 1, registry.StateHeld)}})
 	d := recv(t, got, "first attempt")
 	if !d.signedOK {
@@ -106,10 +106,10 @@ func TestWebhookRetriesAndCoalesces(t *testing.T) {
 
 	// While the first attempt hangs, more passes happen; Notify never blocks.
 	for i := range 1000 {
-		w.Notify(reconcile.ChangeSet{Replica: "r1", Cursor: "c2", Changes: []reconcile.Change{
+		w.Notify(reconcile.ChangeSet{ReplicaID: "r1", Cursor: "c2", Changes: []reconcile.Change{
 			change(registry.KindConnector, "crm", reconcile.ActionRebuild, int64(2+i), registry.StateReady)}})
 	}
-	w.Notify(reconcile.ChangeSet{Replica: "r1", Cursor: "c3", Changes: []reconcile.Change{
+	w.Notify(reconcile.ChangeSet{ReplicaID: "r1", Cursor: "c3", Changes: []reconcile.Change{
 		change(registry.KindEngine, "view/all", reconcile.ActionEvict, 9, registry.StatePending)}})
 	d.answer <- http.StatusInternalServerError
 	if err := recv(t, attempts, "first outcome"); err == nil || err.Error() != "webhook answered 500" {
@@ -134,7 +134,7 @@ func TestWebhookRetriesAndCoalesces(t *testing.T) {
 	}
 
 	// An empty change set still carries an array.
-	w.Notify(reconcile.ChangeSet{Replica: "r1", Cursor: "c4"})
+	w.Notify(reconcile.ChangeSet{ReplicaID: "r1", Cursor: "c4"})
 	d = recv(t, got, "empty set")
 	assertJSON(t, d.body, `{"replica":"r1","cursor":"c4","changes":[]}`)
 	d.answer <- http.StatusOK
@@ -176,7 +176,7 @@ func TestExecFailsThenDelivers(t *testing.T) {
 		OnAttempt: func(_ reconcile.ChangeSet, err error) { attempts <- err },
 	})
 	start(t, e.Run)
-	e.Notify(reconcile.ChangeSet{Replica: "r2", Cursor: "seq:7", Changes: []reconcile.Change{
+	e.Notify(reconcile.ChangeSet{ReplicaID: "r2", Cursor: "seq:7", Changes: []reconcile.Change{
 		change(registry.KindDatasource, "crm", reconcile.ActionEvict, 4, registry.StatePending)}})
 	if err := recv(t, attempts, "first run"); err == nil || !strings.Contains(err.Error(), "exit status 3: first run fails") {
 		t.Fatalf("first run = %v", err)
@@ -198,7 +198,7 @@ func TestExecTimeout(t *testing.T) {
 		MinBackoff: time.Hour, OnAttempt: func(_ reconcile.ChangeSet, err error) { attempts <- err },
 	})
 	cancel := start(t, e.Run)
-	e.Notify(reconcile.ChangeSet{Replica: "r3"})
+	e.Notify(reconcile.ChangeSet{ReplicaID: "r3"})
 	if err := recv(t, attempts, "timed-out run"); err == nil || err.Error() != "run sh: timed out after 100ms" {
 		t.Fatalf("run = %v", err)
 	}

@@ -52,7 +52,7 @@ func (q *queue) take() (reconcile.ChangeSet, bool) {
 // its changes replacing base's for the same kind and key (in place, so the
 // order of first appearance is kept). base is not modified.
 func merge(base *reconcile.ChangeSet, next reconcile.ChangeSet) *reconcile.ChangeSet {
-	out := &reconcile.ChangeSet{Replica: next.Replica, Cursor: next.Cursor, Changes: []reconcile.Change{}}
+	out := &reconcile.ChangeSet{ReplicaID: next.ReplicaID, Cursor: next.Cursor, Changes: []reconcile.Change{}}
 	index := map[string]int{}
 	add := func(changes []reconcile.Change) {
 		for _, c := range changes {

@@ -24,7 +24,7 @@ func FuzzMerge(f *testing.F) {
 		for _, c := range append(append([]reconcile.Change{}, x.Changes...), y.Changes...) {
 			last[string(c.Kind)+"\x00"+c.Key] = c
 		}
-		if len(m.Changes) != len(last) || m.Cursor != y.Cursor || m.Replica != y.Replica {
+		if len(m.Changes) != len(last) || m.Cursor != y.Cursor || m.ReplicaID != y.ReplicaID {
 			t.Fatalf("merge(%s, %s) = %+v", a, b, m)
 		}
 		for _, c := range m.Changes {

@@ -35,7 +35,7 @@ func TestExecMinimalEnvironment(t *testing.T) {
 		OnAttempt: func(_ reconcile.ChangeSet, err error) { attempts <- err },
 	})
 	start(t, e.Run)
-	e.Notify(reconcile.ChangeSet{Replica: "r"})
+	e.Notify(reconcile.ChangeSet{ReplicaID: "r"})
 	if err := recv(t, attempts, "run"); err != nil {
 		t.Fatal(err)
 	}
@@ -77,7 +77,7 @@ func TestWebhookSignsTimestamp(t *testing.T) {
 	now := time.Unix(1_790_000_000, 0)
 	w := notify.NewWebhook(notify.WebhookOptions{URL: srv.URL, Secret: canary, Now: func() time.Time { return now }})
 	start(t, w.Run)
-	w.Notify(reconcile.ChangeSet{Replica: "r1", Cursor: "c1"})
+	w.Notify(reconcile.ChangeSet{ReplicaID: "r1", Cursor: "c1"})
 	r := recv(t, got, "delivery")
 	if r.ts != "1790000000" {
 		t.Fatalf("timestamp %q", r.ts)
@@ -105,7 +105,7 @@ func TestWebhookUnsignedWarnsAndRedacts(t *testing.T) {
 		OnAttempt:  func(_ reconcile.ChangeSet, err error) { attempts <- err },
 	})
 	start(t, w.Run)
-	w.Notify(reconcile.ChangeSet{Replica: "r"})
+	w.Notify(reconcile.ChangeSet{ReplicaID: "r"})
 	err := recv(t, attempts, "failed attempt")
 	if err == nil || strings.Contains(err.Error(), canary) || !strings.Contains(err.Error(), "token=xxxxx") {
 		t.Fatalf("attempt error %v", err)
@@ -143,7 +143,7 @@ func TestWebhookRedirectNotFollowed(t *testing.T) {
 	w := notify.NewWebhook(notify.WebhookOptions{URL: srv.URL, Secret: canary, MinBackoff: time.Hour,
 		OnAttempt: func(_ reconcile.ChangeSet, err error) { attempts <- err }})
 	start(t, w.Run)
-	w.Notify(reconcile.ChangeSet{Replica: "r"})
+	w.Notify(reconcile.ChangeSet{ReplicaID: "r"})
 	if err := recv(t, attempts, "attempt"); err == nil || !strings.Contains(err.Error(), "307") {
 		t.Fatalf("attempt: %v, want the 307 as a failure", err)
 	}

@@ -160,7 +160,7 @@ func eventually(t *testing.T, what string, cond func() bool) {
 }
 
 func change(kind registry.Kind, key string, action reconcile.Action) reconcile.ChangeSet {
-	return reconcile.ChangeSet{Replica: "r", Changes: []reconcile.Change{{Kind: kind, Key: key, Action: action, Revision: 1, State: registry.StateReady}}}
+	return reconcile.ChangeSet{ReplicaID: "r", Changes: []reconcile.Change{{Kind: kind, Key: key, Action: action, Revision: 1, State: registry.StateReady}}}
 }
 
 func stateIs(d sidecar, kind registry.Kind, key string, want registry.ReplicaState) func() bool {

@@ -52,7 +52,7 @@ func TestGuardedEntriesGetNoMessage(t *testing.T) {
 
 	r.db.Put("object", "gone", object("title")) // unservable: looked at again with backoff
 	r.db.Put("object", "kept", object("title"))
-	d.Notify(reconcile.ChangeSet{Replica: "r", Changes: []reconcile.Change{
+	d.Notify(reconcile.ChangeSet{ReplicaID: "r", Changes: []reconcile.Change{
 		{Kind: registry.KindEngine, Key: "object/gone", Action: reconcile.ActionCreate, Revision: 1, State: registry.StateReady},
 		{Kind: registry.KindEngine, Key: "object/kept", Action: reconcile.ActionCreate, Revision: 2, State: registry.StateReady},
 	}})

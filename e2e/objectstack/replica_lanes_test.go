@@ -105,7 +105,7 @@ func startLaneSidecar(t *testing.T, node *Node, busURL, token string) *laneSidec
 }
 
 func (s *laneSidecar) changed(kind registry.Kind, key string, action reconcile.Action) {
-	s.drv.Notify(reconcile.ChangeSet{Replica: s.name, Changes: []reconcile.Change{{Kind: kind, Key: key, Action: action, State: registry.StateReady}}})
+	s.drv.Notify(reconcile.ChangeSet{ReplicaID: s.name, Changes: []reconcile.Change{{Kind: kind, Key: key, Action: action, State: registry.StateReady}}})
 }
 
 func (s *laneSidecar) waitState(t *testing.T, kind registry.Kind, key string, want registry.ReplicaState) registry.ReplicaStatus {

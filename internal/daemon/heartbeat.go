@@ -165,7 +165,7 @@ func (h *heartbeater) write(ctx context.Context, stopped bool) error {
 		started = time.Now()
 	}
 	r := snapshot.Heartbeat{
-		ReplicaID:   st.Replica,
+		ReplicaID:   st.ReplicaID,
 		Host:        hostname(),
 		PID:         os.Getpid(),
 		Version:     h.version,

@@ -110,7 +110,7 @@ type pageData struct {
 
 // StatusBodyView is the part of the loop's status the page shows.
 type StatusBodyView struct {
-	Replica      string
+	ReplicaID    string
 	Synced       bool
 	StoreUp      bool
 	StartedAt    time.Time
@@ -154,7 +154,7 @@ func (h *Handler) pageData(ctx context.Context) pageData {
 		Now: time.Now(), Refresh: int(pageRefresh / time.Second), Version: h.o.Version, Store: h.o.Store,
 		States: registry.States,
 		Status: StatusBodyView{
-			Replica: st.Replica, Synced: st.Synced, StoreUp: st.StoreUp, StartedAt: st.StartedAt,
+			ReplicaID: st.ReplicaID, Synced: st.Synced, StoreUp: st.StoreUp, StartedAt: st.StartedAt,
 			Cursor: st.Cursor.String(), CursorAt: st.Cursor.At, LagSeconds: st.LagSeconds,
 			LastError: st.LastError, Pending: st.Stall.Pending, Passes: st.Passes,
 		},

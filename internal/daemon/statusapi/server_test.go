@@ -38,7 +38,7 @@ func newFake() *fakeBackend {
 }
 
 func (b *fakeBackend) Status() reconcile.Status {
-	return reconcile.Status{Replica: "r1", Synced: true, Counts: map[registry.Kind]map[registry.State]int{registry.KindConnector: {registry.StateHeld: 1}}}
+	return reconcile.Status{ReplicaID: "r1", Synced: true, Counts: map[registry.Kind]map[registry.State]int{registry.KindConnector: {registry.StateHeld: 1}}}
 }
 func (b *fakeBackend) Registries() registry.View { return b.regs.View() }
 func (b *fakeBackend) Synced() <-chan struct{}   { return b.synced }
@@ -48,7 +48,7 @@ func (b *fakeBackend) Drift(context.Context) (reconcile.DriftReport, error) {
 	if b.driftErr != nil {
 		return reconcile.DriftReport{}, b.driftErr
 	}
-	return reconcile.DriftReport{Replica: "r1", Summary: reconcile.DriftSummary{NotReady: 1}}, nil
+	return reconcile.DriftReport{ReplicaID: "r1", Summary: reconcile.DriftSummary{NotReady: 1}}, nil
 }
 
 func do(t testing.TB, h http.Handler, method, target, token string) *httptest.ResponseRecorder {

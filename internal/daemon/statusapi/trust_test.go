@@ -198,7 +198,7 @@ func (b *countingBackend) Drift(ctx context.Context) (reconcile.DriftReport, err
 	case <-ctx.Done():
 		return reconcile.DriftReport{}, ctx.Err()
 	}
-	return reconcile.DriftReport{Replica: "r1"}, nil
+	return reconcile.DriftReport{ReplicaID: "r1"}, nil
 }
 
 // 20 concurrent GET /v1/drift cause one store read, not 20.
