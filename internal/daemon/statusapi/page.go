@@ -110,19 +110,19 @@ type pageData struct {
 
 // StatusBodyView is the part of the loop's status the page shows.
 type StatusBodyView struct {
-	ReplicaID    string
-	Synced       bool
-	StoreUp      bool
-	StartedAt    time.Time
-	Cursor       string
-	CursorAt     time.Time
-	LagSeconds   float64
-	LastError    string
-	Pending      int64
-	Blockers     []string
-	Passes       int64
-	LastPassAt   time.Time
-	LastPassTrig string
+	ReplicaID     string
+	Synced        bool
+	StoreUp       bool
+	StartedAt     time.Time
+	Cursor        string
+	CursorAt      time.Time
+	LagSeconds    float64
+	LastError     string
+	Pending       int64
+	Blockers      []string
+	Passes        int64
+	LastPassAt    time.Time
+	LastPassCause string
 }
 
 // page serves GET /.
@@ -165,7 +165,7 @@ func (h *Handler) pageData(ctx context.Context) pageData {
 	}
 	if st.LastPass != nil {
 		d.Status.LastPassAt = st.LastPass.At
-		d.Status.LastPassTrig = string(st.LastPass.Cause)
+		d.Status.LastPassCause = string(st.LastPass.Cause)
 	}
 	for _, k := range registry.Kinds {
 		c := pageCounts{Kind: k}
