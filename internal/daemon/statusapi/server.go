@@ -108,8 +108,9 @@ type Item struct {
 	Replica *registry.ReplicaStatus `json:"replica,omitempty"`
 }
 
-// Triggered is the JSON of POST /v1/reconcile and /v1/resync.
-type Triggered struct {
+// Accepted is the JSON of POST /v1/reconcile and /v1/resync (202: the
+// pass or relist is asked for, not done).
+type Accepted struct {
 	Requested string `json:"requested"` // "reconcile" or "resync"
 }
 
@@ -344,12 +345,12 @@ func (h *Handler) releaseGuard(w http.ResponseWriter, r *http.Request) {
 
 func (h *Handler) reconcile(w http.ResponseWriter, _ *http.Request) {
 	h.o.Backend.Reconcile()
-	writeJSON(w, http.StatusAccepted, Triggered{Requested: "reconcile"})
+	writeJSON(w, http.StatusAccepted, Accepted{Requested: "reconcile"})
 }
 
 func (h *Handler) resync(w http.ResponseWriter, _ *http.Request) {
 	h.o.Backend.Resync()
-	writeJSON(w, http.StatusAccepted, Triggered{Requested: "resync"})
+	writeJSON(w, http.StatusAccepted, Accepted{Requested: "resync"})
 }
 
 // getDrift serves GET /v1/drift; concurrent callers share one computation
