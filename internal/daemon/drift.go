@@ -42,12 +42,12 @@ type driftStore interface {
 // sets the other drift gauges). Callers that ask while a report is being
 // written share it: one relist of the store, one file.
 type driftWriter struct {
-	rec     *reconcile.Reconciler
-	store   driftStore
-	replica string
-	metrics *reconcile.Metrics
-	ops     *opsMetrics // counts reports written (nil: not counted)
-	log     *slog.Logger
+	rec       *reconcile.Reconciler
+	store     driftStore
+	replicaID string
+	metrics   *reconcile.Metrics
+	ops       *opsMetrics // counts reports written (nil: not counted)
+	log       *slog.Logger
 
 	mu  sync.Mutex
 	dir string
@@ -102,7 +102,7 @@ func (w *driftWriter) writeNow(ctx context.Context) (reconcile.DriftReport, erro
 	} else if err := writeAtomic(dir, LatestDriftFile, b); err != nil {
 		errs = append(errs, err)
 	}
-	if err := w.store.WriteDrift(ctx, w.replica, rep.At, b); err != nil {
+	if err := w.store.WriteDrift(ctx, w.replicaID, rep.At, b); err != nil {
 		errs = append(errs, fmt.Errorf("store drift report: %w", err))
 	}
 	pruneDrift(dir, keepDriftFiles, keepDriftBytes)
@@ -235,7 +235,7 @@ func (s *driftSchedule) stop() context.Context { return s.c.Stop() }
 // startDrift builds the drift writer and schedule from the configuration
 // current now (a reload may have replaced the one Run started with) and
 // publishes them to Reload.
-func (d *Daemon) startDrift(rec *reconcile.Reconciler, store driftStore, replica string, metrics *reconcile.Metrics, ops *opsMetrics) (*driftWriter, *driftSchedule, error) {
+func (d *Daemon) startDrift(rec *reconcile.Reconciler, store driftStore, replicaID string, metrics *reconcile.Metrics, ops *opsMetrics) (*driftWriter, *driftSchedule, error) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	cfg := d.cfg
@@ -246,7 +246,7 @@ func (d *Daemon) startDrift(rec *reconcile.Reconciler, store driftStore, replica
 	if err != nil {
 		return nil, nil, err
 	}
-	d.drift = &driftWriter{rec: rec, store: store, replica: replica, dir: cfg.DriftDir, metrics: metrics, ops: ops, log: d.log}
+	d.drift = &driftWriter{rec: rec, store: store, replicaID: replicaID, dir: cfg.DriftDir, metrics: metrics, ops: ops, log: d.log}
 	d.sched = sched
 	return d.drift, sched, nil
 }

@@ -27,7 +27,7 @@ func newTestDriftWriter(t *testing.T, dir string) *driftWriter {
 		t.Fatal(err)
 	}
 	rec := reconcile.New(store, reconcile.Options{ReplicaID: "unit"})
-	return &driftWriter{rec: rec, store: store, replica: "unit", dir: dir, log: slog.New(slog.DiscardHandler)}
+	return &driftWriter{rec: rec, store: store, replicaID: "unit", dir: dir, log: slog.New(slog.DiscardHandler)}
 }
 
 // Drift reports hold the replica's view of every item: only the daemon's
