@@ -27,13 +27,13 @@ type Store interface {
 	Relist(ctx context.Context) (Rows, Cursor, error)
 	// Prune deletes journal entries older than retention, records the pruned
 	// horizon and returns how many were deleted. Safe to call from every
-	// replica: one at a time does the work.
+	// sidecar: one at a time does the work.
 	Prune(ctx context.Context, retention time.Duration) (int64, error)
 	// Stall reports what cur cannot see yet, naming open writing
 	// transactions older than minAge. On PostgreSQL a transaction is named
 	// once an earlier poll or call, at least minAge before, saw its xid
 	// below the snapshot's xmax (a later transaction had completed: any
-	// write, the replicas' heartbeats at least every 30s); with minAge 0,
+	// write, the sidecars' heartbeats at least every 30s); with minAge 0,
 	// at once. So a fleet's checks read the server's activity list only
 	// while some write has been open that long, and a check with the
 	// cursor of the store's latest poll sends no statement when that poll's
@@ -44,21 +44,21 @@ type Store interface {
 
 	// Heartbeat upserts this sidecar's row. It returns the other process
 	// ("host pid N") whose heartbeat under the same replica id it replaced,
-	// when that one wrote after r.StartedAt and had not stopped: two live
+	// when that one wrote after hb.StartedAt and had not stopped: two live
 	// processes share the id ("" when not).
-	Heartbeat(ctx context.Context, r Heartbeat) (clash string, err error)
+	Heartbeat(ctx context.Context, hb Heartbeat) (clash string, err error)
 	// Heartbeats lists every sidecar's heartbeat row.
 	Heartbeats(ctx context.Context) ([]Heartbeat, error)
-	// WriteDrift stores the latest drift report of a replica.
+	// WriteDrift stores the latest drift report of a sidecar.
 	WriteDrift(ctx context.Context, replicaID string, at time.Time, report json.RawMessage) error
 
-	// SyncGuard makes a replica's pending guarded evictions exactly keep
+	// SyncGuard makes a sidecar's pending guarded evictions exactly keep
 	// (records already stored keep their release stamp, new ones are
 	// stamped with the newest release) and returns them as stored.
-	SyncGuard(ctx context.Context, replica string, keep []GuardRecord) ([]GuardRecord, error)
-	// LoadGuard returns a replica's pending guarded evictions.
-	LoadGuard(ctx context.Context, replica string) ([]GuardRecord, error)
-	// Guards returns every replica's pending guarded evictions.
+	SyncGuard(ctx context.Context, replicaID string, keep []GuardRecord) ([]GuardRecord, error)
+	// LoadGuard returns a sidecar's pending guarded evictions.
+	LoadGuard(ctx context.Context, replicaID string) ([]GuardRecord, error)
+	// Guards returns every sidecar's pending guarded evictions.
 	Guards(ctx context.Context) ([]GuardRecord, error)
 	// ReleaseGuard records a release of the fleet's guarded evictions (by
 	// names who released); LatestRelease returns the newest (ID 0: none).
