@@ -8,7 +8,8 @@ import (
 	"github.com/objectstack-fleet/reconciler/snapshot"
 )
 
-// Row is one replica of the fleet.
+// Row is one sidecar of the fleet: its heartbeat row and the ages, lag and
+// flags derived from it.
 type Row struct {
 	snapshot.Heartbeat
 	HeartbeatAgeSeconds float64 `json:"heartbeat_age_seconds"`
