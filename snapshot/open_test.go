@@ -54,7 +54,7 @@ func TestUnreachableStore(t *testing.T) {
 				"ping":    func() error { return s.Ping(ctx) },
 				"migrate": func() error { return s.Migrate(ctx) },
 				"poll": func() error {
-					_, _, err := s.Poll(ctx, snapshot.Cursor{StoreID: "x", Snapshot: "5:5:"})
+					_, _, err := s.Poll(ctx, snapshot.Cursor{StoreID: "x", PGSnapshot: "5:5:"})
 					return err
 				},
 			} {

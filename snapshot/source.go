@@ -38,9 +38,9 @@ type Cursor struct {
 	// Seq is the highest journal seq this cursor has seen (SQLite: the cursor
 	// itself; PostgreSQL: used to detect a restored, older journal).
 	Seq int64 `json:"seq"`
-	// Snapshot is the textual pg_snapshot "xmin:xmax:xip,..." on PostgreSQL,
+	// PGSnapshot is the textual pg_snapshot "xmin:xmax:xip,..." on PostgreSQL,
 	// empty on SQLite.
-	Snapshot string `json:"snapshot,omitempty"`
+	PGSnapshot string `json:"snapshot,omitempty"`
 	// Seen lists, comma-separated, the journal xids at or above the
 	// snapshot's xmin that were visible in it. Only cursors taken on a hot
 	// standby carry it: a standby's pg_current_snapshot() has an empty
@@ -58,8 +58,8 @@ func (c Cursor) String() string {
 	if c.IsZero() {
 		return "none"
 	}
-	if c.Snapshot != "" {
-		return c.Snapshot
+	if c.PGSnapshot != "" {
+		return c.PGSnapshot
 	}
 	return "seq:" + itoa(c.Seq)
 }

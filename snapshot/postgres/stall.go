@@ -53,7 +53,7 @@ func (p *Store) Stall(ctx context.Context, cur snapshot.Cursor, minAge time.Dura
 		return st, nil
 	}
 	var st snapshot.Stall
-	snap := cur.Snapshot
+	snap := cur.PGSnapshot
 	if snap == "" {
 		snap = "1:1:"
 	}
@@ -135,21 +135,21 @@ const maxXmaxSamples = 64
 //
 // minAge ≤ 0 (name every open writer now) always needs the statement.
 func (g *stallGate) answer(cur snapshot.Cursor, minAge time.Duration, standby bool, now time.Time) (snapshot.Stall, bool) {
-	if minAge <= 0 || cur.Snapshot == "" {
+	if minAge <= 0 || cur.PGSnapshot == "" {
 		return snapshot.Stall{}, false
 	}
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	if cur.Snapshot != g.poll.snapshot {
+	if cur.PGSnapshot != g.poll.snapshot {
 		return snapshot.Stall{}, false
 	}
-	snap, err := parseSnapshot(cur.Snapshot)
+	snap, err := parseSnapshot(cur.PGSnapshot)
 	if err != nil {
 		return snapshot.Stall{}, false
 	}
 	if !standby {
 		gate := g.beforeLocked(g.poll.at, minAge)
-		for x := range strings.SplitSeq(snapshotXip(cur.Snapshot), ",") {
+		for x := range strings.SplitSeq(snapshotXip(cur.PGSnapshot), ",") {
 			if v, err := strconv.ParseUint(x, 10, 64); x != "" && (err != nil || v < gate) {
 				return snapshot.Stall{}, false
 			}
@@ -183,11 +183,11 @@ func snapshotXip(s string) string {
 func (g *stallGate) polled(at time.Time, c snapshot.Cursor, onPrimary bool) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	g.poll.snapshot, g.poll.at = c.Snapshot, at
+	g.poll.snapshot, g.poll.at = c.PGSnapshot, at
 	if !onPrimary {
 		return // a standby's xmax says nothing about the primary's xids
 	}
-	if snap, err := parseSnapshot(c.Snapshot); err == nil {
+	if snap, err := parseSnapshot(c.PGSnapshot); err == nil {
 		g.addLocked(at, snap.xmax)
 	}
 }

@@ -27,8 +27,8 @@ func TestStallAfterQuietPollSendsNothing(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if polled.Snapshot == c.Snapshot {
-		t.Fatalf("the poll after a write kept the snapshot %s", c.Snapshot)
+	if polled.PGSnapshot == c.PGSnapshot {
+		t.Fatalf("the poll after a write kept the snapshot %s", c.PGSnapshot)
 	}
 	qc.n.Store(0)
 	st, err := p.Stall(ctx, polled, time.Second)
@@ -59,7 +59,7 @@ func TestStallGateStandby(t *testing.T) {
 	t.Parallel()
 	now := time.Now()
 	cur := func(xmax int) snapshot.Cursor {
-		return snapshot.Cursor{StoreID: "s", Snapshot: strconv.FormatInt(int64(xmax), 10) + ":" + strconv.FormatInt(int64(xmax), 10) + ":"}
+		return snapshot.Cursor{StoreID: "s", PGSnapshot: strconv.FormatInt(int64(xmax), 10) + ":" + strconv.FormatInt(int64(xmax), 10) + ":"}
 	}
 	for _, tc := range []struct {
 		name     string
@@ -98,7 +98,7 @@ func TestStallGateHistorySpans(t *testing.T) {
 	var g stallGate
 	t0 := time.Now()
 	for i := range 1000 {
-		g.polled(t0.Add(time.Duration(i)*10*time.Millisecond), snapshot.Cursor{Snapshot: strconv.FormatInt(int64(i+1), 10) + ":" + strconv.FormatInt(int64(i+1), 10) + ":"}, true)
+		g.polled(t0.Add(time.Duration(i)*10*time.Millisecond), snapshot.Cursor{PGSnapshot: strconv.FormatInt(int64(i+1), 10) + ":" + strconv.FormatInt(int64(i+1), 10) + ":"}, true)
 	}
 	end := t0.Add(999 * 10 * time.Millisecond)
 	if x := g.before(end, 5*time.Second); x == "0" {

@@ -64,7 +64,7 @@ func seenList(s string) []string {
 const standbyPollSQL = `SELECT * FROM sys_reconciler_poll_standby($1, $2)`
 
 func (p *Store) pollStandby(ctx context.Context, cur snapshot.Cursor) ([]snapshot.Address, snapshot.Cursor, error) {
-	prev, err := parseSnapshot(cur.Snapshot)
+	prev, err := parseSnapshot(cur.PGSnapshot)
 	if err != nil {
 		return nil, cur, fmt.Errorf("poll %s: %w: %v", p.standby.url, snapshot.ErrCursorRegressed, err)
 	}
@@ -103,7 +103,7 @@ func (p *Store) pollStandby(ctx context.Context, cur snapshot.Cursor) ([]snapsho
 	for i := range sources {
 		addrs[i] = snapshot.Address{Table: snapshot.Table(sources[i]), Key: keys[i]}
 	}
-	next := snapshot.Cursor{StoreID: storeID, Seq: max(head, cur.Seq), Snapshot: snap, Seen: strings.Join(seen, ","), At: at}
+	next := snapshot.Cursor{StoreID: storeID, Seq: max(head, cur.Seq), PGSnapshot: snap, Seen: strings.Join(seen, ","), At: at}
 	p.stallGate.polled(time.Now(), next, false)
 	return addrs, next, nil
 }
@@ -152,7 +152,7 @@ func (p *Store) relistStandby(ctx context.Context, batch func(offset int, rows [
 		return snapshot.Rows{}, snapshot.Cursor{}, err
 	}
 	c.Seen = strings.Join(seen, ",")
-	snap, err := parseSnapshot(c.Snapshot)
+	snap, err := parseSnapshot(c.PGSnapshot)
 	if err != nil {
 		return snapshot.Rows{}, snapshot.Cursor{}, fmt.Errorf("relist %s: %v", p.standby.url, err)
 	}

@@ -55,8 +55,8 @@ func newStandbyRig(t *testing.T) *standbyRig {
 func (r *standbyRig) advance(t *testing.T, c snapshot.Cursor) {
 	t.Helper()
 	var xmin, xmax uint64
-	if _, err := fmt.Sscanf(c.Snapshot, "%d:%d:", &xmin, &xmax); err != nil {
-		t.Fatalf("cursor %q: %v", c.Snapshot, err)
+	if _, err := fmt.Sscanf(c.PGSnapshot, "%d:%d:", &xmin, &xmax); err != nil {
+		t.Fatalf("cursor %q: %v", c.PGSnapshot, err)
 	}
 	if xmax < r.xmax {
 		t.Fatalf("cursor moved backwards: xmax %d after %d", xmax, r.xmax)
@@ -342,7 +342,7 @@ func TestStandbyBehindCursor(t *testing.T) {
 		}
 		if err == nil {
 			waited++
-			if len(addrs) > 0 || next.Snapshot != held.Snapshot {
+			if len(addrs) > 0 || next.PGSnapshot != held.PGSnapshot {
 				t.Fatalf("poll on a standby behind the cursor moved it: %v, %s → %s", addrs, held, next)
 			}
 		}

@@ -346,7 +346,7 @@ func (p *Store) Poll(ctx context.Context, cur snapshot.Cursor) ([]snapshot.Addre
 	if p.standby != nil {
 		return p.pollStandby(ctx, cur)
 	}
-	prev, err := parseSnapshot(cur.Snapshot)
+	prev, err := parseSnapshot(cur.PGSnapshot)
 	if err != nil {
 		return nil, cur, fmt.Errorf("poll %s: %w: %v", p.url, snapshot.ErrCursorRegressed, err)
 	}
@@ -355,7 +355,7 @@ func (p *Store) Poll(ctx context.Context, cur snapshot.Cursor) ([]snapshot.Addre
 		at  time.Time
 	)
 	polled := time.Now()
-	if err := p.pool.QueryRow(ctx, pollSQL, cur.Snapshot).Scan(&res, &at); err != nil {
+	if err := p.pool.QueryRow(ctx, pollSQL, cur.PGSnapshot).Scan(&res, &at); err != nil {
 		return nil, cur, p.interpretError("poll", err)
 	}
 	if res == nil {
@@ -399,7 +399,7 @@ func (p *Store) Poll(ctx context.Context, cur snapshot.Cursor) ([]snapshot.Addre
 	for i := range n {
 		addrs[i] = snapshot.Address{Table: snapshot.Table(sources[i]), Key: keys[i]}
 	}
-	next := snapshot.Cursor{StoreID: storeID, Seq: max(head, cur.Seq), Snapshot: snap, At: at}
+	next := snapshot.Cursor{StoreID: storeID, Seq: max(head, cur.Seq), PGSnapshot: snap, At: at}
 	p.storeID.Store(storeID)
 	p.stallGate.polled(polled, next, true)
 	return addrs, next, nil
@@ -501,7 +501,7 @@ func (p *Store) relistIn(ctx context.Context, pool *pgxpool.Pool, url string, se
   greatest((SELECT max(seq) FROM sys_reconcile_journal), pruned_seq), now(),
   (SELECT count(*) FROM sys_metadata WHERE state = 'active'),
   (SELECT coalesce(max(revision), 0) FROM sys_reconciler_revision)`
-	dest := []any{&c.Snapshot, &c.StoreID, &c.Seq, &c.At, &active, &rows.Revision}
+	dest := []any{&c.PGSnapshot, &c.StoreID, &c.Seq, &c.At, &active, &rows.Revision}
 	if seen != nil {
 		q += `,
   ARRAY(SELECT DISTINCT j.xid::text FROM sys_reconcile_journal j WHERE j.xid >= pg_snapshot_xmin(pg_current_snapshot()))`

@@ -111,7 +111,7 @@ FROM generate_series(1, %d) g, (SELECT pg_snapshot_xmin(pg_current_snapshot())::
 	if _, err := p.pool.Exec(ctx, `INSERT INTO sys_metadata (id, type, name, metadata) VALUES ('x', 'object', 'x', '{}')`); err != nil {
 		t.Fatal(err)
 	}
-	custom, generic := pollPlans(t, p, c.Snapshot)
+	custom, generic := pollPlans(t, p, c.PGSnapshot)
 	for name, pl := range map[string]string{"custom": custom, "generic": generic} {
 		if strings.Contains(pl, "Seq Scan on sys_reconcile_journal") || !strings.Contains(pl, "sys_reconcile_journal_xid") {
 			t.Errorf("%s plan of the poll scans the journal without its xid index:\n%s", name, pl)
