@@ -13,7 +13,10 @@ const (
 	KindCredential Kind = "credential"
 	KindConnector  Kind = "connector"
 	KindDatasource Kind = "datasource"
-	KindEngine     Kind = "engine"
+	// KindEngine holds every other metadata type (object, view, flow, …):
+	// the items the platform's engine builds (drivers/engine), keyed by
+	// type and name.
+	KindEngine Kind = "engine"
 )
 
 // Kinds lists every kind in dependency (apply) order.
