@@ -13,9 +13,8 @@ const (
 	KindCredential Kind = "credential"
 	KindConnector  Kind = "connector"
 	KindDatasource Kind = "datasource"
-	// KindEngine holds every other metadata type (object, view, flow, …):
-	// the items the platform's engine builds (drivers/engine), keyed by
-	// type and name.
+	// KindEngine holds the metadata of every other type (object, view,
+	// hook, flow, …), compiled by drivers/engine; keys: EngineKey.
 	KindEngine Kind = "engine"
 )
 
