@@ -166,7 +166,7 @@ type DriftSummary struct {
 }
 
 // DriftReport says what differs between the desired rows and this
-// replica's registries. It never contains a secret.
+// sidecar's registries. It never contains a secret.
 type DriftReport struct {
 	ReplicaID          string       `json:"replica"`
 	At                 time.Time    `json:"at"`

@@ -1,4 +1,4 @@
-// Package reconcile is the level-triggered loop that keeps a replica's
+// Package reconcile is the level-triggered loop that keeps a sidecar's
 // registries equal to the store's rows: detect (poll the journal) → desired
 // (re-read the changed rows, resolve dependencies, compute signatures) →
 // diff → plan (create, rebuild, evict, retry) → apply (in dependency order,

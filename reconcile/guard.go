@@ -62,11 +62,11 @@ type GuardOptions struct {
 
 // GuardStore is the store as the guard uses it (a snapshot.Store is one).
 type GuardStore interface {
-	// SyncGuard makes the replica's stored pending guard exactly keep and
+	// SyncGuard makes a sidecar's stored pending guard exactly keep and
 	// returns the stored records (each with the release it came after).
-	SyncGuard(ctx context.Context, replica string, keep []snapshot.GuardRecord) ([]snapshot.GuardRecord, error)
-	// LoadGuard returns the replica's stored pending guard.
-	LoadGuard(ctx context.Context, replica string) ([]snapshot.GuardRecord, error)
+	SyncGuard(ctx context.Context, replicaID string, keep []snapshot.GuardRecord) ([]snapshot.GuardRecord, error)
+	// LoadGuard returns a sidecar's stored pending guard.
+	LoadGuard(ctx context.Context, replicaID string) ([]snapshot.GuardRecord, error)
 	// LatestRelease returns the newest release of the fleet (ID 0: none).
 	LatestRelease(ctx context.Context) (snapshot.GuardRelease, error)
 }

@@ -446,8 +446,8 @@ func (r *Reconciler) resetTimer(t *time.Timer, at time.Time) {
 	t.Reset(d)
 }
 
-// pollDelay is poll.interval less a random part of poll.jitter: replicas
-// spread out, and no change waits longer than poll.interval to be seen.
+// pollDelay is poll.interval less a random part of poll.jitter: a fleet's
+// sidecars spread out, and no change waits longer than poll.interval to be seen.
 func (r *Reconciler) pollDelay() time.Duration {
 	j := min(r.opts.PollJitter, r.opts.PollInterval/2)
 	if j <= 0 {
