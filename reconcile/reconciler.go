@@ -447,7 +447,8 @@ func (r *Reconciler) resetTimer(t *time.Timer, at time.Time) {
 }
 
 // pollDelay is poll.interval less a random part of poll.jitter: a fleet's
-// sidecars spread out, and no change waits longer than poll.interval to be seen.
+// sidecars spread out, and no change waits longer than poll.interval to be
+// seen.
 func (r *Reconciler) pollDelay() time.Duration {
 	j := min(r.opts.PollJitter, r.opts.PollInterval/2)
 	if j <= 0 {
