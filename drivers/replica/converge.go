@@ -3,6 +3,7 @@ package replica
 import (
 	"time"
 
+	"github.com/objectstack-fleet/reconciler/reconcile"
 	"github.com/objectstack-fleet/reconciler/registry"
 )
 
@@ -22,6 +23,31 @@ func (d *Driver) storeNowLocked() time.Time {
 		return time.Now()
 	}
 	return d.storeAt.Add(time.Since(d.localAt))
+}
+
+// coverSlack is how much earlier than a change's watermark time a message
+// still counts as telling the replica about it: the store's clock is mapped
+// onto this host's through one read, off by that read's latency.
+const coverSlack = 50 * time.Millisecond
+
+// coverFromLocked is the earliest a message seen on the bus tells the
+// replica about change c: Window before now (another sidecar may notice a
+// change a poll interval earlier and publish), but never before the
+// change's watermark time (its transaction's start, on the store's clock,
+// mapped onto this host's): a message published before it made the
+// replica re-read the row as it was. Two changes of one object a moment
+// apart, the first told by its writer, the second written by SQL: the
+// first's message covered the second, which then waited for a nudge
+// again.
+func (d *Driver) coverFromLocked(c reconcile.Change, now time.Time) time.Time {
+	from := now.Add(-d.opts.Window)
+	if c.At.IsZero() || d.storeAt.IsZero() {
+		return from
+	}
+	if at := c.At.Add(d.localAt.Sub(d.storeAt)).Add(-coverSlack); at.After(from) {
+		return at
+	}
+	return from
 }
 
 // settledLocked records that e's current change is served as far as

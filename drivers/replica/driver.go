@@ -148,7 +148,11 @@ type entry struct {
 	failures   int       // consecutive failed probes or publishes, or checks finding it unservable (backoff)
 	due        time.Time // next step; zero: nothing to do
 	running    bool      // a step is in flight
-	status     registry.ReplicaStatus
+	// stop cancels the step in flight: a new change (or a heal) makes its
+	// probe moot, and the new generation's first check must not wait for
+	// it (up to ~0.3 s beside a node re-syncing its hooks).
+	stop   context.CancelFunc
+	status registry.ReplicaStatus
 	// The last message published and the last probe (explain shows them).
 	lastMessage, lastProbe time.Time
 	probe                  string
@@ -287,7 +291,7 @@ func (d *Driver) noteLocked(c reconcile.Change, now time.Time) {
 	e.class = classify(c.Kind, parts)
 	e.deleted = deleted
 	e.lanes = lanesFor(c.Kind, parts, deleted)
-	d.restartLocked(e, now, now.Add(-d.opts.Window))
+	d.restartLocked(e, now, d.coverFromLocked(c, now))
 	e.rev, e.revAt, e.held, e.observed = c.Revision, c.At, c.State == registry.StateHeld, false
 	if e.revAt.IsZero() {
 		e.revAt = d.storeNowLocked() // an eviction: the row's time is gone with it
@@ -302,6 +306,9 @@ func (d *Driver) noteLocked(c reconcile.Change, now time.Time) {
 // restartLocked starts a new generation of e: checked (and published if
 // need be) again, first after a random wait.
 func (d *Driver) restartLocked(e *entry, now, coverFrom time.Time) {
+	if e.running && e.stop != nil {
+		e.stop() // its result would be dropped (an older generation)
+	}
 	e.gen++
 	e.coverFrom = coverFrom
 	e.published = false
@@ -462,7 +469,12 @@ func (d *Driver) dispatch(ctx context.Context, wg *sync.WaitGroup, sem chan stru
 		go func() {
 			defer wg.Done()
 			defer func() { <-sem }()
-			d.step(ctx, e)
+			sctx, cancel := context.WithCancel(ctx)
+			defer cancel()
+			d.mu.Lock()
+			e.stop = cancel
+			d.mu.Unlock()
+			d.step(sctx, e)
 			d.poke()
 		}()
 	}
@@ -506,14 +518,14 @@ func (d *Driver) step(ctx context.Context, e *entry) {
 	d.mu.Lock()
 	settled := false
 	defer d.unlockSettled(&settled)
-	e.running = false
+	e.running, e.stop = false, nil
 	if !out.messageAt.IsZero() {
 		e.lastMessage = out.messageAt
 		if p.deferredTo != "" && p.attempts == 0 {
 			d.missedLocked(p.deferredTo) // it was elected, yet the replica had not been told
 		}
 	}
-	if !out.probeAt.IsZero() {
+	if !out.probeAt.IsZero() && ctx.Err() == nil { // a probe cut short by a new change says nothing
 		e.lastProbe, e.probe = out.probeAt, out.probe
 	}
 	if e.gen != p.gen || ctx.Err() != nil {
@@ -573,7 +585,7 @@ func (d *Driver) keepGuarded(ctx context.Context, e *entry, p plan) {
 	d.mu.Lock()
 	settled := false
 	defer d.unlockSettled(&settled)
-	e.running = false
+	e.running, e.stop = false, nil
 	if e.gen != p.gen || ctx.Err() != nil {
 		return
 	}
@@ -823,7 +835,7 @@ func (d *Driver) check(ctx context.Context, p plan) (verdict, string, error) {
 	default:
 		v = unobservable
 	}
-	if m := d.opts.Metrics; m != nil {
+	if m := d.opts.Metrics; m != nil && ctx.Err() == nil {
 		r := v.String()
 		if err != nil {
 			r = "error"
