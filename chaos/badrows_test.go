@@ -74,16 +74,11 @@ func badRows() []badRow {
 // good entries around them stay ready.
 func TestChaosBadRows(t *testing.T) {
 	t.Parallel()
-	for _, kind := range []string{"postgres", "sqlite"} {
-		t.Run(kind, func(t *testing.T) {
+	for _, bk := range snapshottest.Backends {
+		t.Run(bk.Kind, func(t *testing.T) {
 			t.Parallel()
-			var url string
-			if kind == "postgres" {
-				url = snapshottest.NewPostgresURL(t)
-			} else {
-				url = snapshottest.NewSQLiteURL(t)
-			}
-			r := newRig(t, "badrows-"+kind)
+			url := bk.NewURL(t)
+			r := newRig(t, "badrows-"+bk.Kind)
 			testBadRows(t, r, url)
 		})
 	}

@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/objectstack-fleet/reconciler/registry"
-	"github.com/objectstack-fleet/reconciler/snapshot"
 	"github.com/objectstack-fleet/reconciler/snapshot/snapshottest"
 )
 
@@ -42,15 +41,9 @@ func nopEngine() map[registry.Kind]Materializer {
 // the loop's model.
 func BenchmarkReconcile100k(b *testing.B) {
 	const n = 100_000
-	for _, kind := range []string{"postgres", "sqlite"} {
-		b.Run(kind, func(b *testing.B) {
-			var s snapshot.Store
-			var url string
-			if kind == "postgres" {
-				s, url = snapshottest.NewPostgres(b)
-			} else {
-				s, url = snapshottest.NewSQLite(b)
-			}
+	for _, bk := range snapshottest.Backends {
+		b.Run(bk.Kind, func(b *testing.B) {
+			s, url := bk.New(b)
 			seedObjects(b, url, n)
 			ctx := context.Background()
 			opts := Options{ResyncInterval: -1, Materializers: nopEngine(), ApplyConcurrency: 4}

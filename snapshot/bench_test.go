@@ -135,15 +135,9 @@ FROM generate_series(1, $1::int) x`, n)
 // BenchmarkColumns: one servability check's catalog read (an object's
 // table and columns).
 func BenchmarkColumns(b *testing.B) {
-	for _, kind := range []string{"postgres", "sqlite"} {
-		b.Run(kind, func(b *testing.B) {
-			var s snapshot.Store
-			var url string
-			if kind == "postgres" {
-				s, url = snapshottest.NewPostgres(b)
-			} else {
-				s, url = snapshottest.NewSQLite(b)
-			}
+	for _, bk := range snapshottest.Backends {
+		b.Run(bk.Kind, func(b *testing.B) {
+			s, url := bk.New(b)
 			snapshottest.Exec(b, url, `CREATE TABLE rt_task (id varchar(255) PRIMARY KEY, created_at text, updated_at text, title text, owner text)`)
 			cat := s.(snapshot.Catalog)
 			ctx := context.Background()
